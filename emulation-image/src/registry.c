@@ -1,0 +1,113 @@
+/* Kernel identity.
+ *
+ * __cudaRegisterFunction tells us, at library load, which host stub stands for
+ * which device function; CUDA 13 launches then name the stub (or the
+ * cudaKernel_t we hand out for it, which is the same entry).  Driver-side
+ * kernels (Triton) get entries from cuModuleGetFunction.  A launch emits the
+ * FUNC record of its kernel the first time, so traces carry only the names
+ * they use. */
+#include "maya.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static maya_func **g_tab;
+static size_t g_cap, g_count;
+
+static size_t slot_of(const void *key, size_t cap) {
+    uint64_t h = (uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 17) & (cap - 1);
+}
+
+static void grow_locked(void) {
+    size_t cap = g_cap ? g_cap * 2 : 32768;
+    maya_func **t = calloc(cap, sizeof *t);
+    for (size_t i = 0; i < g_cap; i++) {
+        if (!g_tab[i]) continue;
+        size_t j = slot_of(g_tab[i]->key, cap);
+        while (t[j]) j = (j + 1) & (cap - 1);
+        t[j] = g_tab[i];
+    }
+    free(g_tab);
+    g_tab = t;
+    g_cap = cap;
+}
+
+void maya_registry_add(const void *key, const char *name) {
+    pthread_mutex_lock(&g_lock);
+    if ((g_count + 1) * 2 > g_cap) grow_locked();
+    size_t j = slot_of(key, g_cap);
+    while (g_tab[j] && g_tab[j]->key != key) j = (j + 1) & (g_cap - 1);
+    if (!g_tab[j]) {
+        maya_func *f = calloc(1, sizeof *f);
+        f->key = key;
+        f->max_threads = 1024;
+        f->num_regs = 32;
+        g_tab[j] = f;
+        g_count++;
+    }
+    g_tab[j]->name = name;  /* re-registration (a reloaded module) renames */
+    pthread_mutex_unlock(&g_lock);
+}
+
+maya_func *maya_registry_get(const void *key) {
+    maya_func *f = NULL;
+    pthread_mutex_lock(&g_lock);
+    if (g_cap) {
+        size_t j = slot_of(key, g_cap);
+        while (g_tab[j] && g_tab[j]->key != key) j = (j + 1) & (g_cap - 1);
+        f = g_tab[j];
+    }
+    pthread_mutex_unlock(&g_lock);
+    return f;
+}
+
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+char *maya_demangle(const char *mangled) {
+    if (!mangled || mangled[0] != '_' || mangled[1] != 'Z') return NULL;
+    int status = 0;
+    char *out = __cxa_demangle(mangled, NULL, NULL, &status);
+    return status == 0 ? out : NULL;
+}
+
+uint64_t maya_func_trace_id(maya_func *f) {
+    uint64_t id = __atomic_load_n(&f->func_id, __ATOMIC_ACQUIRE);
+    if (id) return id;
+    static uint64_t next;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    if (!f->func_id) {
+        char *dem = maya_demangle(f->name);
+        maya_rec r;
+        maya_rec_init(&r, MK_FUNC, maya_enter());
+        r.a[0] = ++next;
+        r.a[1] = maya_str(f->name);
+        r.a[2] = dem ? maya_str(dem) : r.a[1];
+        free(dem);
+        maya_emit(&r);
+        __atomic_store_n(&f->func_id, next, __ATOMIC_RELEASE);
+    }
+    id = f->func_id;
+    pthread_mutex_unlock(&lock);
+    return id;
+}
+
+void maya_record_launch(maya_call c, maya_func *f, unsigned gx, unsigned gy, unsigned gz,
+                        unsigned bx, unsigned by, unsigned bz, uint64_t smem, const void *stream,
+                        uint32_t source) {
+    uint64_t id = maya_func_trace_id(f);
+    maya_rec r;
+    maya_rec_init(&r, MK_KERNEL, c);
+    r.flags = MF_ASYNC;
+    r.device = (uint8_t)maya_stream_device(stream);
+    r.stream = maya_stream_id(stream);
+    r.a32 = source;
+    r.a[0] = id;
+    r.a[1] = (uint64_t)gx | ((uint64_t)(gy & 0xFFFF) << 32) | ((uint64_t)(gz & 0xFFFF) << 48);
+    r.a[2] = (uint64_t)(bx & 0xFFFF) | ((uint64_t)(by & 0xFFFF) << 16) | ((uint64_t)(bz & 0xFFFF) << 32);
+    r.a[3] = smem;
+    maya_emit(&r);
+}

@@ -1,0 +1,260 @@
+/* The trace writer: one binary file per process, 64-byte slots, buffered.
+ *
+ * The file is opened on the first record, so processes that never touch the
+ * device (the torchrun agent, data loader workers) leave no trace.  Strings
+ * are interned and written once, the first time they are used.  The layout
+ * is documented in emulation-image/TRACE_FORMAT.md. */
+#include "maya.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUF_SLOTS 16384
+
+typedef struct {
+    char magic[8];
+    uint32_t version, slot_size, header_size, pid;
+    int32_t rank, local_rank, world_size, node, gpus_per_node;
+    uint32_t num_devices, reserved[2];
+    uint64_t start_unix_ns;
+    char gpu_name[64];
+} trace_header;
+_Static_assert(sizeof(trace_header) == MAYA_HEADER_SIZE, "header size");
+_Static_assert(sizeof(maya_rec) == MAYA_SLOT, "slot size");
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_fd = -1;
+static int g_failed;
+static maya_rec g_buf[BUF_SLOTS];
+static int g_used;
+static uint64_t g_t0;
+static int g_threads;
+static __thread int t_thread = -1;
+
+/* Interned strings: open addressing on a hash of the text. */
+typedef struct { char *text; uint64_t id; } str_entry;
+static str_entry *g_strs;
+static size_t g_str_cap, g_str_count;
+
+uint64_t maya_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return now - g_t0;
+}
+
+maya_call maya_enter(void) {
+    maya_call c = {maya_now_ns()};
+    return c;
+}
+
+uint8_t maya_thread_index(void) {
+    if (t_thread < 0) t_thread = __atomic_fetch_add(&g_threads, 1, __ATOMIC_RELAXED);
+    return (uint8_t)(t_thread > 255 ? 255 : t_thread);
+}
+
+static void write_all(const void *p, size_t n) {
+    const char *c = p;
+    while (n > 0 && g_fd >= 0) {
+        ssize_t w = write(g_fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) { g_failed = 1; return; }
+        c += w;
+        n -= (size_t)w;
+    }
+}
+
+static void flush_locked(void) {
+    if (g_used && g_fd >= 0) write_all(g_buf, (size_t)g_used * MAYA_SLOT);
+    g_used = 0;
+}
+
+void maya_trace_flush(void) {
+    pthread_mutex_lock(&g_lock);
+    flush_locked();
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* A fatal signal still leaves a readable trace (write(2) is signal-safe). */
+static void on_fatal(int sig) {
+    if (g_used && g_fd >= 0) write_all(g_buf, (size_t)g_used * MAYA_SLOT);
+    g_used = 0;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void catch_fatal(int sig) {
+    struct sigaction old;
+    if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_DFL) signal(sig, on_fatal);
+}
+
+static void open_locked(void) {
+    const maya_config *cfg = maya_cfg();
+    if (g_fd >= 0 || g_failed || !cfg->trace_dir[0]) return;
+    mkdir(cfg->trace_dir, 0755);
+    char path[768];
+    snprintf(path, sizeof path, "%s/rank%d.mayatrace", cfg->trace_dir, cfg->rank);
+    g_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (g_fd < 0 && errno == EEXIST) {  /* a second CUDA process of the same rank */
+        snprintf(path, sizeof path, "%s/rank%d.pid%d.mayatrace", cfg->trace_dir, cfg->rank, (int)getpid());
+        g_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    }
+    if (g_fd < 0) {
+        g_failed = 1;
+        fprintf(stderr, "maya: cannot write the trace %s: %s\n", path, strerror(errno));
+        return;
+    }
+    trace_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, MAYA_TRACE_MAGIC, 8);
+    h.version = MAYA_TRACE_VERSION;
+    h.slot_size = MAYA_SLOT;
+    h.header_size = MAYA_HEADER_SIZE;
+    h.pid = (uint32_t)getpid();
+    h.rank = cfg->rank;
+    h.local_rank = cfg->local_rank;
+    h.world_size = cfg->world_size;
+    h.node = cfg->node;
+    h.gpus_per_node = cfg->gpus_per_node;
+    h.num_devices = (uint32_t)cfg->num_devices;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    h.start_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - maya_now_ns();
+    snprintf(h.gpu_name, sizeof h.gpu_name, "%s", cfg->gpu.name);
+    write_all(&h, sizeof h);
+    catch_fatal(SIGTERM);
+    catch_fatal(SIGABRT);
+    catch_fatal(SIGSEGV);
+    catch_fatal(SIGBUS);
+}
+
+static maya_rec *slot_locked(void) {
+    if (g_used == BUF_SLOTS) flush_locked();
+    return &g_buf[g_used++];
+}
+
+static void append_locked(const maya_rec *r, const uint64_t *words, int n) {
+    open_locked();
+    if (g_fd < 0) return;
+    *slot_locked() = *r;
+    for (int i = 0; i < n; i += 7) {
+        maya_rec *s = slot_locked();
+        memset(s, 0, sizeof *s);
+        s->kind = MK_CONT;
+        int k = n - i < 7 ? n - i : 7;
+        memcpy((char *)s + 8, words + i, (size_t)k * 8);
+    }
+}
+
+void maya_rec_init(maya_rec *r, uint8_t kind, maya_call c) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->device = (uint8_t)maya_current_device();
+    r->thread = maya_thread_index();
+    r->t_ns = c.t0;
+    uint64_t d = maya_now_ns() - c.t0;
+    r->dur_ns = d > 0xFFFFFFFFull ? 0xFFFFFFFFu : (uint32_t)d;
+}
+
+/* Work that a graph capture swallows instead of running. */
+static int is_stream_work(uint8_t kind) {
+    switch (kind) {
+    case MK_KERNEL: case MK_MEMCPY: case MK_MEMSET: case MK_EVENT_RECORD: case MK_STREAM_WAIT_EVENT:
+    case MK_HOST_FUNC: case MK_BLAS: case MK_DNN: case MK_COLL:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void maya_emit_ext(maya_rec *r, const uint64_t *words, int n) {
+    if (is_stream_work(r->kind) && !(r->flags & MF_REPLAY)) {
+        struct maya_graph *g = maya_capturing(r->stream);
+        if (g) {
+            r->flags |= MF_CAPTURED;
+            maya_graph_append(g, r, words, n);
+        }
+    }
+    pthread_mutex_lock(&g_lock);
+    append_locked(r, words, n);
+    pthread_mutex_unlock(&g_lock);
+}
+
+void maya_emit(maya_rec *r) { maya_emit_ext(r, NULL, 0); }
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+uint64_t maya_str(const char *s) {
+    if (!s) return 0;
+    pthread_mutex_lock(&g_lock);
+    if (g_str_count * 2 >= g_str_cap) {  /* grow and rehash */
+        size_t cap = g_str_cap ? g_str_cap * 2 : 1024;
+        str_entry *t = calloc(cap, sizeof *t);
+        for (size_t i = 0; i < g_str_cap; i++) {
+            if (!g_strs[i].text) continue;
+            size_t j = hash_str(g_strs[i].text) & (cap - 1);
+            while (t[j].text) j = (j + 1) & (cap - 1);
+            t[j] = g_strs[i];
+        }
+        free(g_strs);
+        g_strs = t;
+        g_str_cap = cap;
+    }
+    size_t j = hash_str(s) & (g_str_cap - 1);
+    while (g_strs[j].text && strcmp(g_strs[j].text, s)) j = (j + 1) & (g_str_cap - 1);
+    if (!g_strs[j].text) {
+        g_strs[j].text = strdup(s);
+        g_strs[j].id = ++g_str_count;
+        size_t len = strlen(s);
+        maya_rec r;
+        memset(&r, 0, sizeof r);
+        r.kind = MK_STRING;
+        r.a32 = (uint32_t)len;
+        r.a[0] = g_strs[j].id;
+        r.t_ns = maya_now_ns();
+        int words = (int)((len + 7) / 8);
+        uint64_t *w = calloc((size_t)words + 1, 8);
+        memcpy(w, s, len);
+        append_locked(&r, w, words);
+        free(w);
+    }
+    uint64_t id = g_strs[j].id;
+    pthread_mutex_unlock(&g_lock);
+    return id;
+}
+
+static void at_exit(void) { maya_trace_flush(); }
+
+/* A forked child must not write into its parent's trace. */
+static void after_fork_child(void) {
+    g_fd = -1;
+    g_used = 0;
+    g_failed = 0;
+    for (size_t i = 0; i < g_str_cap; i++) free(g_strs[i].text);
+    free(g_strs);
+    g_strs = NULL;
+    g_str_cap = g_str_count = 0;
+    pthread_mutex_init(&g_lock, NULL);
+}
+
+__attribute__((constructor)) static void trace_init(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    g_t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    atexit(at_exit);
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+__attribute__((destructor)) static void trace_fini(void) { maya_trace_flush(); }
