@@ -1,0 +1,163 @@
+/* Unit tests of the interposer's own pieces, no CUDA process needed:
+ * - range allocator: alignment, exhaustion, coalescing, lookups;
+ * - GPU spec parsing;
+ * - device memory: capacity enforced with the driver's 2 MiB granule, frees;
+ * - kernel registry: add, lookup, rename, demangling;
+ * - trace writer: header, head records, continuation slots, interned strings. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "maya.h"
+
+static int failures, checks;
+#define CHECK(cond)                                                          \
+    do {                                                                     \
+        checks++;                                                            \
+        if (!(cond)) {                                                       \
+            failures++;                                                      \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                    \
+    } while (0)
+
+static const char *SPEC =
+    "name=TEST-GPU;marketing=Test GPU;cc=9.0;sms=132;mem=1073741824;reserved=0;"
+    "smem_sm=233472;smem_optin=232448;threads_sm=2048;blocks_sm=32;regs_sm=65536";
+
+static void test_ranges(void) {
+    maya_ranges *r = maya_ranges_new(0x10000, 0x10000);
+    uint64_t a = maya_ranges_alloc(r, 100, 256);
+    uint64_t b = maya_ranges_alloc(r, 0x1000, 0x1000);
+    CHECK(a == 0x10000);
+    CHECK(b % 0x1000 == 0 && b >= a + 100);
+    uint64_t size = 0;
+    CHECK(maya_ranges_find(r, a + 50, &size) == a && size == 100);
+    CHECK(maya_ranges_find(r, a + 100, NULL) == 0);
+    CHECK(maya_ranges_alloc(r, 0x20000, 1) == 0);  /* larger than the span */
+    CHECK(maya_ranges_release(r, a + 1) == 0);      /* not an allocation start */
+    CHECK(maya_ranges_release(r, a) == 100);
+    CHECK(maya_ranges_release(r, b) == 0x1000);
+    /* Everything coalesced back: the whole span is one free range again. */
+    CHECK(maya_ranges_alloc(r, 0x10000, 1) == 0x10000);
+    maya_ranges_free_all(r);
+}
+
+static void test_spec(void) {
+    maya_gpu g;
+    memset(&g, 0, sizeof g);
+    CHECK(maya_parse_spec(SPEC, &g) == 0);
+    CHECK(!strcmp(g.name, "TEST-GPU") && g.cc_major == 9 && g.cc_minor == 0 && g.sm_count == 132);
+    CHECK(g.memory_bytes == 1073741824ull);
+    maya_gpu bad;
+    memset(&bad, 0, sizeof bad);
+    CHECK(maya_parse_spec("name=X;sms=1", &bad) != 0);  /* no memory, no cc */
+}
+
+static void test_memory(void) {
+    uint64_t p = 0, q = 0;
+    CHECK(maya_mem_alloc(0, 100 << 20, &p) == 0 && p);
+    CHECK(maya_mem_device_of(p) == 0 && maya_mem_device_of(p + (99 << 20)) == 0);
+    CHECK(maya_mem_device_of((uint64_t)&p) == -1);
+    CHECK(maya_mem_used(0) == (100u << 20));
+    /* 1 GiB card: 900 MiB more fits, 1 MiB beyond that does not. */
+    CHECK(maya_mem_alloc(0, 1000u << 20, &q) != 0);
+    CHECK(maya_mem_oom_count() == 1);
+    CHECK(maya_mem_alloc(0, 924u << 20, &q) == 0);
+    uint64_t free_bytes, total;
+    maya_mem_info(0, &free_bytes, &total);
+    CHECK(free_bytes == 0 && total == 1073741824ull);
+    /* A 1-byte allocation still takes a 2 MiB granule of capacity. */
+    uint64_t r;
+    CHECK(maya_mem_alloc(0, 1, &r) != 0);
+    uint64_t size = 0;
+    CHECK(maya_mem_free(0, q, &size) == 0 && size == (924u << 20));
+    CHECK(maya_mem_alloc(0, 1, &r) == 0);
+    CHECK(maya_mem_used(0) == (102u << 20));
+    /* Small copies really land in device memory and read back. */
+    char buf[16] = "round trip!", out[16] = {0};
+    CHECK(maya_mem_copy((void *)r, buf, sizeof buf) == 1);
+    CHECK(maya_mem_copy(out, (void *)r, sizeof out) == 1 && !strcmp(out, "round trip!"));
+    CHECK(maya_mem_copy((void *)p, buf, (uint64_t)maya_cfg()->copy_limit + 1) == 0);  /* large: recorded only */
+    CHECK(maya_mem_free(0, p, NULL) == 0 && maya_mem_free(0, p, NULL) != 0);
+    CHECK(maya_mem_peak(0) == 1024ull << 20);
+}
+
+static int stub_a;
+static char stub_b[200000];
+
+static void test_registry(void) {
+    maya_registry_add(&stub_a, "_Z6kernelPfi");
+    maya_registry_add(stub_b, "plain_kernel");
+    maya_func *f = maya_registry_get(&stub_a);
+    CHECK(f && !strcmp(f->name, "_Z6kernelPfi"));
+    CHECK(maya_registry_get(&failures) == NULL);
+    char *d = maya_demangle(f->name);
+    CHECK(d && !strcmp(d, "kernel(float*, int)"));
+    free(d);
+    CHECK(maya_demangle("plain_kernel") == NULL);
+    for (int i = 1; i < 100000; i++) maya_registry_add(stub_b + i, "many");  /* forces growth */
+    CHECK(maya_registry_get(&stub_a) == f && maya_registry_get(stub_b + 5000)->name[0] == 'm');
+}
+
+static void test_trace(const char *dir) {
+    maya_rec r;
+    maya_rec_init(&r, MK_MEMSET, maya_enter());
+    r.a[0] = 42;
+    r.a[4] = 7;
+    maya_emit(&r);
+    uint64_t words[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    maya_rec_init(&r, MK_BLAS, maya_enter());
+    maya_emit_ext(&r, words, 9);
+    char long_name[200];
+    memset(long_name, 'k', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = 0;
+    uint64_t id = maya_str(long_name);
+    CHECK(id > 0 && maya_str(long_name) == id && maya_str("other") != id);
+    maya_trace_flush();
+
+    char path[600];
+    snprintf(path, sizeof path, "%s/rank0.mayatrace", dir);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (!f) return;
+    static unsigned char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    CHECK(!memcmp(buf, MAYA_TRACE_MAGIC, 8));
+    uint32_t version, slot, header;
+    memcpy(&version, buf + 8, 4);
+    memcpy(&slot, buf + 12, 4);
+    memcpy(&header, buf + 16, 4);
+    CHECK(version == MAYA_TRACE_VERSION && slot == MAYA_SLOT && header == MAYA_HEADER_SIZE);
+    CHECK(!strcmp((char *)buf + 64, "TEST-GPU"));
+    /* Only the records written here: memory.c and the registry write none. */
+    size_t nslots = (n - MAYA_HEADER_SIZE) / MAYA_SLOT;
+    maya_rec *recs = (maya_rec *)(buf + MAYA_HEADER_SIZE);
+    CHECK(nslots == 1 + 1 + 2 + 1 + 4 + 1 + 1);  /* memset, blas+2 cont, string+4 cont, string+1 cont */
+    CHECK(recs[0].kind == MK_MEMSET && recs[0].a[0] == 42 && recs[0].a[4] == 7);
+    CHECK(recs[1].kind == MK_BLAS && recs[2].kind == MK_CONT && recs[3].kind == MK_CONT);
+    uint64_t w[7];
+    memcpy(w, (char *)&recs[2] + 8, 56);
+    CHECK(w[0] == 1 && w[6] == 7);
+    memcpy(w, (char *)&recs[3] + 8, 16);
+    CHECK(w[0] == 8 && w[1] == 9);
+    CHECK(recs[4].kind == MK_STRING && recs[4].a32 == 199 && recs[4].a[0] == id);
+    CHECK(!memcmp((char *)&recs[5] + 8, long_name, 56) && recs[8].kind == MK_CONT);
+    CHECK(recs[9].kind == MK_STRING && !strcmp((char *)&recs[10] + 8, "other"));
+}
+
+int main(void) {
+    char dir[] = "/tmp/maya-test-XXXXXX";
+    if (!mkdtemp(dir)) return 2;
+    setenv("MAYA_GPU_SPEC", SPEC, 1);
+    setenv("MAYA_TRACE_DIR", dir, 1);
+    setenv("MAYA_NUM_GPUS", "1", 1);
+    test_ranges();
+    test_spec();
+    test_memory();
+    test_registry();
+    test_trace(dir);
+    printf("%d passed, %d failed\n", checks - failures, failures);
+    return failures ? 1 : 0;
+}
