@@ -3,8 +3,9 @@
  * Each device owns a span of never-touched host address space (MAP_NORESERVE),
  * so device pointers are real addresses: small copies land there and read
  * back, while capacity is accounted separately and enforced like the driver
- * does.  The span is twice the capacity: the second half leaves room for the
- * address reservations of expandable segments, which cost no capacity. */
+ * does.  The span is many times the capacity: expandable segments reserve
+ * address ranges as large as the whole card, once per pool and stream, and
+ * reservations cost no capacity. */
 #include "maya.h"
 
 #include <pthread.h>
@@ -13,6 +14,7 @@
 
 #define ALLOC_ALIGN 512ull
 #define PAGE_GRANULE (2ull << 20)  /* the driver hands out 2 MiB pages */
+#define SPAN_PER_CAPACITY 16
 
 typedef struct {
     uint64_t base, span;
@@ -36,7 +38,7 @@ static device_mem *dev_locked(int dev) {
     if (dev < 0 || dev >= maya_cfg()->num_devices) return NULL;
     device_mem *d = &g_dev[dev];
     if (!d->ranges) {
-        uint64_t span = round_up(maya_cfg()->gpu.memory_bytes, PAGE_GRANULE) * 2;
+        uint64_t span = round_up(maya_cfg()->gpu.memory_bytes, PAGE_GRANULE) * SPAN_PER_CAPACITY;
         void *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED) maya_die("cannot reserve %llu bytes of address space for device %d", (unsigned long long)span, dev);
         d->base = (uint64_t)p;

@@ -67,7 +67,7 @@ int maya_stream_device(const void *s) {
 struct maya_graph *maya_capturing(uint32_t id) {
     maya_graph *g = NULL;
     pthread_mutex_lock(&g_lock);
-    if (id < g_nstreams && g_streams && g_streams[id]) g = g_streams[id]->capture;
+    if (id > 0 && id < g_nstreams && g_streams && g_streams[id]) g = g_streams[id]->capture;
     pthread_mutex_unlock(&g_lock);
     return g;
 }
@@ -114,8 +114,10 @@ static cudaError_t stream_create(cudaStream_t *out, unsigned flags, int priority
     s->priority = priority < -5 ? -5 : priority > 0 ? 0 : priority;
     pthread_mutex_lock(&g_lock);
     if (g_nstreams == g_cap_streams || !g_streams) {
+        uint32_t old = g_streams ? g_cap_streams : 0;
         g_cap_streams = g_cap_streams ? g_cap_streams * 2 : 256;
         g_streams = realloc(g_streams, g_cap_streams * sizeof *g_streams);
+        memset(g_streams + old, 0, (g_cap_streams - old) * sizeof *g_streams);
     }
     s->id = g_nstreams++;
     g_streams[s->id] = s;
