@@ -1,0 +1,86 @@
+/* Private to the cuDNN emulation (cudnn.c, cudnn_backend.c, cudnn_kernels.c).
+ *
+ * cudnn.c owns handles, versions and the legacy API; cudnn_backend.c owns the
+ * backend (graph) descriptors; cudnn_kernels.c names the kernels a real H100
+ * would launch.  All compute calls end in dnn_emit(), which writes one MK_DNN
+ * record (layout in docs/dnn.md).
+ */
+#ifndef MAYA_DNN_H
+#define MAYA_DNN_H
+
+#include <cudnn.h>
+#include <stdint.h>
+
+#include "maya.h"
+
+#define DNN_HANDLE_MAGIC 0x4d444e48u /* "MDNH" */
+
+struct cudnnContext {
+    uint32_t magic;
+    int device;
+    cudaStream_t stream;
+};
+
+int dnn_handle_ok(cudnnHandle_t h);
+
+/* Head word a[2] of a DNN record. */
+enum {
+    DNN_F_CAUSAL = 1u << 24,
+    DNN_F_DROPOUT = 1u << 25,
+    DNN_F_BACKEND = 1u << 26,   /* came through the backend (graph) API */
+    DNN_F_TRAINING = 1u << 27,  /* batch norm in training mode */
+    DNN_F_GQA = 1u << 28,       /* fewer K/V heads than Q heads */
+    DNN_F_UNIFIED = 1u << 29,   /* native SDPA operation (not the composite graph) */
+};
+
+enum { DNN_LAYOUT_NCHW = 0, DNN_LAYOUT_NHWC = 1, DNN_LAYOUT_ROWMAJOR = 2 };
+
+#define DNN_MAX_PARAMS 32
+#define DNN_MAX_KERNELS 10
+#define DNN_KNAME 320
+#define DNN_NO_KNOB 0xffffffffu
+
+/* One compute call as recorded. */
+typedef struct {
+    const char *op;              /* "sdpa_fprop", "conv_dgrad", ... */
+    uint64_t workspace;
+    uint32_t engine;             /* backend engine global index or legacy algo */
+    uint32_t knob;               /* CUDNN_KNOB_TYPE_KERNEL_CFG choice, DNN_NO_KNOB if none */
+    uint32_t io_dtype, compute_dtype, layout, flags;
+    uint64_t graph_hash;         /* backend: hash of the operation graph; legacy: 0 */
+    uint64_t params[DNN_MAX_PARAMS];
+    int np;
+    char kernels[DNN_MAX_KERNELS][DNN_KNAME];
+    int nk;
+    const uint64_t *graph;       /* backend: op and tensor words (docs/dnn.md) */
+    int ng;
+} dnn_record;
+
+void dnn_emit(cudnnHandle_t h, maya_call c, const dnn_record *d);
+void dnn_add_kernel(dnn_record *d, const char *name);
+
+/* Parameter blocks (the order is the documented one). */
+typedef struct {
+    int64_t b, h, hk, sq, skv, d, dv;
+    double scale, dropout;
+    int causal, gqa;
+} dnn_sdpa;
+
+typedef struct {
+    int64_t n, c, k, groups;
+    int nsp;                       /* spatial dims (2 for conv2d) */
+    int64_t in[3], filt[3], out[3], pad[3], stride[3], dil[3];
+} dnn_conv;
+
+void dnn_sdpa_params(dnn_record *d, const dnn_sdpa *s);
+void dnn_conv_params(dnn_record *d, const dnn_conv *cv);
+
+/* Kernel names (cudnn_kernels.c). dir: 0 fprop, 1 dgrad, 2 wgrad. */
+void dnn_kernels_sdpa(dnn_record *d, const dnn_sdpa *s, int backward);
+void dnn_kernels_conv(dnn_record *d, const dnn_conv *cv, int dir, int dtype, int layout);
+void dnn_kernels_bn(dnn_record *d, int phase, int dtype, int layout); /* 0 train fwd, 1 bwd, 2 inference */
+
+/* Size in bytes of one element of a cuDNN data type (0 if unknown). */
+int dnn_dtype_size(int dtype);
+
+#endif
