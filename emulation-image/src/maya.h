@@ -130,6 +130,12 @@ void maya_emit_ext(maya_rec *r, const uint64_t *words, int n);
 uint64_t maya_str(const char *s);
 /* Small per-thread index for records (0 = first thread seen). */
 uint8_t maya_thread_index(void);
+/* The emulated device clock, in ns: what CUDA events observe.  Each piece of
+ * stream work advances it by a nominal microsecond, so elapsed times between
+ * events (which programs use to autotune) are the same on every run, however
+ * busy the emulating host is.  Libraries may advance it further. */
+uint64_t maya_device_clock(void);
+void maya_device_clock_advance(uint64_t ns);
 /* Flush the buffer to disk (also at exit). */
 void maya_trace_flush(void);
 

@@ -26,7 +26,7 @@ typedef struct maya_event {
     uint32_t id;
     int device;
     unsigned flags;
-    uint64_t version, t_record;
+    uint64_t version, t_record;  /* t_record: emulated device clock */
     struct maya_graph *capture;  /* recorded inside this capture */
 } maya_event;
 
@@ -230,7 +230,7 @@ static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned
     if (!e) return maya_rt_error(cudaErrorInvalidResourceHandle);
     maya_call c = maya_enter();
     e->version++;
-    e->t_record = c.t0;
+    e->t_record = maya_device_clock();
     maya_stream *s = stream_ptr(stream);
     e->capture = s ? s->capture : NULL;
     record_simple(MK_EVENT_RECORD, c, stream, e->id, e->version, MF_ASYNC);
@@ -278,8 +278,8 @@ MAYA_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     return cudaSuccess;
 }
 
-/* Device time is not known here: report the host time between the records,
- * which is what the emulating process observed. */
+/* Device time is not known here: report the emulated device clock between
+ * the records (see maya_device_clock), the same on every run. */
 MAYA_EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
     maya_event *a = (maya_event *)start, *b = (maya_event *)end;
     if (!ms || !a || !b) return maya_rt_error(cudaErrorInvalidValue);

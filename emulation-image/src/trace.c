@@ -175,7 +175,14 @@ static int is_stream_work(uint8_t kind) {
     }
 }
 
+static uint64_t g_device_clock;
+
+uint64_t maya_device_clock(void) { return __atomic_load_n(&g_device_clock, __ATOMIC_RELAXED); }
+
+void maya_device_clock_advance(uint64_t ns) { __atomic_add_fetch(&g_device_clock, ns, __ATOMIC_RELAXED); }
+
 void maya_emit_ext(maya_rec *r, const uint64_t *words, int n) {
+    if (is_stream_work(r->kind)) maya_device_clock_advance(1000);
     if (is_stream_work(r->kind) && !(r->flags & MF_REPLAY)) {
         struct maya_graph *g = maya_capturing(r->stream);
         if (g) {

@@ -1,0 +1,7 @@
+"""``python -m maya`` is the ``maya`` command."""
+
+import sys
+
+from maya.cli import main
+
+sys.exit(main())

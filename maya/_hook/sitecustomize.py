@@ -1,0 +1,111 @@
+"""Maya's start-up hook, put on PYTHONPATH by ``maya emulate``.
+
+Python imports ``sitecustomize`` at start-up.  This one first runs any other
+``sitecustomize`` further along sys.path (so an environment's own hook still
+works), then watches the process: at exit, if it initialised CUDA, it writes
+``$MAYA_TRACE_DIR/rank<RANK>.torch.json`` with what only PyTorch knows (the
+caching allocator's peaks per device, whether a ``torch.OutOfMemoryError``
+escaped, the exit status as far as it can tell).  It never imports torch
+itself and never raises.
+"""
+
+import atexit
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _chain() -> None:
+    """Run the next sitecustomize on sys.path, under another module name."""
+    path = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None or not spec.origin:
+        return
+    if os.path.dirname(os.path.abspath(spec.origin)) == _HERE:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_maya_chained_sitecustomize"] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # the chained hook's failure must not stop the program
+        print(f"maya: the chained sitecustomize {spec.origin} failed: {e!r}", file=sys.stderr)
+
+
+_state: dict = {"exit_status": None, "oom": False, "oom_message": None, "exception": None}
+
+
+def _excepthook(kind, value, tb):  # type: ignore[no-untyped-def]
+    _state["exit_status"] = 1
+    _state["exception"] = getattr(kind, "__name__", str(kind))
+    torch = sys.modules.get("torch")
+    oom_type = getattr(torch, "OutOfMemoryError", None) if torch else None
+    if oom_type is not None and isinstance(value, oom_type):
+        _state["oom"] = True
+        _state["oom_message"] = str(value)[:2000]
+    _previous_excepthook(kind, value, tb)
+
+
+_previous_exit = sys.exit
+
+
+def _exit(status=None):  # type: ignore[no-untyped-def]
+    if status is None:
+        _state["exit_status"] = 0
+    elif isinstance(status, int):
+        _state["exit_status"] = status
+    else:
+        _state["exit_status"] = 1
+    _previous_exit(status)
+
+
+def _write() -> None:
+    out_dir = os.environ.get("MAYA_TRACE_DIR")
+    torch = sys.modules.get("torch")
+    if not out_dir or torch is None:
+        return
+    try:
+        if not torch.cuda.is_initialized():
+            return
+        devices = []
+        for d in range(torch.cuda.device_count()):
+            devices.append(
+                {
+                    "device": d,
+                    "max_memory_allocated": int(torch.cuda.max_memory_allocated(d)),
+                    "max_memory_reserved": int(torch.cuda.max_memory_reserved(d)),
+                    "memory_allocated": int(torch.cuda.memory_allocated(d)),
+                    "memory_reserved": int(torch.cuda.memory_reserved(d)),
+                }
+            )
+        status = _state["exit_status"]
+        rank = os.environ.get("RANK", "0")
+        report = {
+            "rank": int(rank) if rank.lstrip("-").isdigit() else rank,
+            "pid": os.getpid(),
+            "exit_status": 0 if status is None else status,
+            "out_of_memory": _state["oom"],
+            "oom_message": _state["oom_message"],
+            "exception": _state["exception"],
+            "devices": devices,
+        }
+        os.makedirs(out_dir, exist_ok=True)
+        path = os.path.join(out_dir, f"rank{rank}.torch.json")
+        if os.path.exists(path):  # a second CUDA process of the same rank
+            path = os.path.join(out_dir, f"rank{rank}.pid{os.getpid()}.torch.json")
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1)
+        os.replace(tmp, path)
+    except Exception as e:  # never turn a finished program into a failing one
+        print(f"maya: could not write the torch report: {e!r}", file=sys.stderr)
+
+
+_chain()
+_previous_excepthook = sys.excepthook
+sys.excepthook = _excepthook
+sys.exit = _exit
+atexit.register(_write)

@@ -1,0 +1,223 @@
+"""Summary of one emulated run: ``DIR/summary.json`` and a few printed lines.
+
+Reads what a run leaves in its output folder: the interposer's traces
+(``rank<R>.mayatrace``) and the start-up hook's reports
+(``rank<R>.torch.json``), and reduces them to per-rank facts: exit code,
+operation counts, peak memory, out-of-memory, unsupported APIs, host time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from maya.predictor.trace import Flag, Kind, Trace, TraceError, read_trace
+
+_RANK_FILE = re.compile(r"^rank(-?\d+)(?:\.pid(\d+))?\.(mayatrace|torch\.json)$")
+
+
+def _gib(n: float) -> str:
+    if n < 2**30:
+        return f"{n / 2**20:.1f} MiB"
+    return f"{n / 2**30:.2f} GiB"
+
+
+def reserved_peaks(trace: Trace) -> dict[int, int]:
+    """Peak device bytes held through MALLOC/FREE records, per device.
+
+    MALLOC and FREE carry the pointer in a0, the size in a1 and the device's
+    bytes in use after the call in a2; failed allocations (MF_FAILED) hold
+    nothing.  The peak is the larger of the running sum and a2."""
+    recs = trace.records
+    mask = np.isin(recs["kind"], (Kind.MALLOC, Kind.FREE)) & ((recs["flags"] & Flag.FAILED) == 0)
+    sel = recs[mask]
+    peaks: dict[int, int] = {}
+    if len(sel) == 0:
+        return peaks
+    sizes = sel["a"][:, 1].astype(np.int64)
+    signed = np.where(sel["kind"] == Kind.MALLOC, sizes, -sizes)
+    for dev in np.unique(sel["device"]):
+        on = sel["device"] == dev
+        peaks[int(dev)] = max(0, int(np.cumsum(signed[on]).max()), int(sel["a"][on, 2].max()))
+    return peaks
+
+
+def failed_allocations(trace: Trace) -> list[dict[str, int]]:
+    """MALLOC records flagged MF_FAILED: device and requested bytes."""
+    recs = trace.records
+    idx = np.flatnonzero((recs["kind"] == Kind.MALLOC) & ((recs["flags"] & Flag.FAILED) != 0))
+    return [{"device": int(recs[i]["device"]), "bytes": int(recs[i]["a"][1])} for i in idx]
+
+
+def unsupported_apis(trace: Trace) -> list[str]:
+    """Names of the APIs an UNSUPPORTED record reports (a0 = name string id)."""
+    names: list[str] = []
+    for i in trace.of_kind(Kind.UNSUPPORTED):
+        sid = int(trace.records[i]["a"][0])
+        name = trace.strings.get(sid, f"<string {sid}>")
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def trace_facts(trace: Trace) -> dict[str, Any]:
+    recs = trace.records
+    counts = np.bincount(recs["kind"], minlength=256)
+    executed = (recs["flags"] & Flag.CAPTURED) == 0  # captured work did not run
+    kinds = recs["kind"]
+
+    def count(*k: Kind) -> int:
+        return int(np.count_nonzero(np.isin(kinds, k) & executed))
+
+    return {
+        "records": len(recs),
+        "kernel_launches": count(Kind.KERNEL),
+        "library_calls": count(Kind.BLAS, Kind.DNN),
+        "blas_calls": count(Kind.BLAS),
+        "dnn_calls": count(Kind.DNN),
+        "collectives": count(Kind.COLL),
+        "memcpys": count(Kind.MEMCPY),
+        "graph_launches": int(counts[Kind.GRAPH_LAUNCH]),
+        "host_seconds": trace.span_ns / 1e9,
+        "trace_reserved_peak_bytes": reserved_peaks(trace),
+        "failed_allocations": failed_allocations(trace),
+        "unsupported_apis": unsupported_apis(trace),
+    }
+
+
+def _rank_files(out: Path) -> dict[int, dict[str, list[Path]]]:
+    ranks: dict[int, dict[str, list[Path]]] = {}
+    for p in sorted(out.iterdir()):
+        m = _RANK_FILE.match(p.name)
+        if not m:
+            continue
+        kind = "trace" if m.group(3) == "mayatrace" else "torch"
+        ranks.setdefault(int(m.group(1)), {"trace": [], "torch": []})[kind].append(p)
+    return ranks
+
+
+def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command: list[str]) -> dict[str, Any]:
+    """Build the summary of the run whose files are in ``out``.
+
+    ``gpu`` carries ``name`` and ``memory_bytes`` (capacity per device)."""
+    ranks: list[dict[str, Any]] = []
+    for rank, files in sorted(_rank_files(out).items()):
+        entry: dict[str, Any] = {
+            "rank": rank,
+            "exit_code": None,
+            "kernel_launches": 0,
+            "library_calls": 0,
+            "collectives": 0,
+            "peak_allocated_bytes": None,
+            "peak_reserved_bytes": None,
+            "out_of_memory": False,
+            "oom_escaped": False,  # a torch.OutOfMemoryError ended the program
+            "oom_request_bytes": None,
+            "unsupported_apis": [],
+            "host_seconds": 0.0,
+            "trace_files": [p.name for p in files["trace"]],
+            "errors": [],
+        }
+        reserved = 0
+        for path in files["trace"]:
+            try:
+                facts = trace_facts(read_trace(path))
+            except (TraceError, OSError) as e:
+                entry["errors"].append(f"{path.name}: {e}")
+                continue
+            for key in ("kernel_launches", "library_calls", "collectives"):
+                entry[key] += facts[key]
+            entry.setdefault("blas_calls", 0)
+            entry.setdefault("dnn_calls", 0)
+            entry["blas_calls"] += facts["blas_calls"]
+            entry["dnn_calls"] += facts["dnn_calls"]
+            entry["host_seconds"] = max(entry["host_seconds"], facts["host_seconds"])
+            reserved = max([reserved, *facts["trace_reserved_peak_bytes"].values()])
+            if facts["failed_allocations"]:
+                entry["out_of_memory"] = True
+                entry["oom_request_bytes"] = max(f["bytes"] for f in facts["failed_allocations"])
+            for name in facts["unsupported_apis"]:
+                if name not in entry["unsupported_apis"]:
+                    entry["unsupported_apis"].append(name)
+        entry["trace_reserved_peak_bytes"] = reserved if files["trace"] else None
+        for path in files["torch"]:
+            try:
+                report = json.loads(path.read_text())
+            except (OSError, ValueError) as e:
+                entry["errors"].append(f"{path.name}: {e}")
+                continue
+            devices = report.get("devices", [])
+            alloc = max((d["max_memory_allocated"] for d in devices), default=0)
+            resv = max((d["max_memory_reserved"] for d in devices), default=0)
+            entry["peak_allocated_bytes"] = max(entry["peak_allocated_bytes"] or 0, alloc)
+            entry["peak_reserved_bytes"] = max(entry["peak_reserved_bytes"] or 0, resv)
+            entry["torch_devices"] = devices
+            if report.get("out_of_memory"):
+                entry["out_of_memory"] = True
+                entry["oom_escaped"] = True
+                entry["oom_message"] = report.get("oom_message")
+            if entry["exit_code"] is None:
+                entry["exit_code"] = report.get("exit_status")
+            if report.get("exception"):
+                entry["exception"] = report["exception"]
+        if entry["peak_reserved_bytes"] is None and files["trace"]:
+            entry["peak_reserved_bytes"] = reserved
+        else:
+            entry["peak_reserved_bytes"] = max(entry["peak_reserved_bytes"] or 0, reserved)
+        ranks.append(entry)
+    # A single process is the command itself: its exit code is known exactly.
+    if len(ranks) == 1 and exit_code is not None:
+        ranks[0]["exit_code"] = exit_code
+    return {
+        "version": 1,
+        "gpu": gpu,
+        "command": command,
+        "exit_code": exit_code,
+        "num_ranks": len(ranks),
+        "out_of_memory": any(r["out_of_memory"] for r in ranks),
+        "unsupported_apis": sorted({n for r in ranks for n in r["unsupported_apis"]}),
+        "ranks": ranks,
+    }
+
+
+def render(summary: dict[str, Any]) -> list[str]:
+    """A few human lines about the run."""
+    gpu = summary["gpu"]
+    capacity = int(gpu.get("memory_bytes") or 0)
+    lines = [
+        f"maya: emulated {gpu['name']} ({summary['num_ranks']} rank(s) traced), "
+        f"command exit code {summary['exit_code']}"
+    ]
+    if not summary["ranks"]:
+        lines.append("maya: no process initialised CUDA, so nothing was traced")
+    for r in summary["ranks"]:
+        peak = r["peak_allocated_bytes"]
+        mem = f"peak allocated {_gib(peak)}" if peak is not None else "peak allocated unknown"
+        if r["peak_reserved_bytes"] is not None:
+            mem += f", reserved {_gib(r['peak_reserved_bytes'])}"
+        if capacity:
+            mem += f" of {_gib(capacity)}"
+        lines.append(
+            f"  rank {r['rank']}: {r['kernel_launches']} kernels, {r['library_calls']} library calls, "
+            f"{r['collectives']} collectives, {mem}, {r['host_seconds']:.1f} s host time"
+        )
+        if r["out_of_memory"]:
+            req = r.get("oom_request_bytes")
+            tried = f"tried to allocate {_gib(req)} " if req else ""
+            how = "; torch.OutOfMemoryError ended the program" if r.get("oom_escaped") else ""
+            lines.append(
+                f"  rank {r['rank']}: OUT OF MEMORY: {tried}with a capacity of {_gib(capacity)} per GPU{how}"
+            )
+        if r["unsupported_apis"]:
+            lines.append(
+                f"  rank {r['rank']}: hit {len(r['unsupported_apis'])} unsupported API(s): "
+                + ", ".join(r["unsupported_apis"][:10])
+                + (" ..." if len(r["unsupported_apis"]) > 10 else "")
+            )
+        for err in r["errors"]:
+            lines.append(f"  rank {r['rank']}: could not read {err}")
+    return lines
