@@ -60,6 +60,10 @@ BLAS_KERNEL = re.compile(
     r"^nvjet_|gemm|gemv|splitKreduce|cublas|^void (dot|scal|axpy|nrm2|asum|reduce_1Block)_kernel", re.I)
 # ...but not cuDNN's implicit-GEMM convolutions, which DNN records name.
 DNN_KERNEL = re.compile(r"cudnn|fprop|dgrad|wgrad|implicit_gemm|implicit_convolve|_bn_|batch_?norm", re.I)
+# Second kernels of one library call (split-K reductions, workspace set-up):
+# a BLAS record is spent on the main GEMM kernels first, so these are the
+# ones left unmatched when the library launched more kernels than calls.
+AUX_KERNEL = re.compile(r"splitKreduce|reduce_1Block|init_device_workspace|ReduceSplitK", re.I)
 NCCL_KERNEL = re.compile(r"^(void )?nccl\w*Kernel", re.I)
 MEMSET_NAME = "Memset (Device)"
 BLAS_SLOT, NCCL_SLOT = "<BLAS call>", "<NCCL call>"
@@ -167,7 +171,7 @@ def match_kernels(real: dict[str, int], emu: dict[str, Any]) -> dict[str, Any]:
     blas_used = coll_used = 0
     unmatched: collections.Counter[str] = collections.Counter()
     blas_class = sum(c for n, c in real_c.items() if BLAS_KERNEL.search(n) and not DNN_KERNEL.search(n))
-    for name, c in sorted(left.items()):
+    for name, c in sorted(left.items(), key=lambda kv: (bool(AUX_KERNEL.search(kv[0])), kv[0])):
         if BLAS_KERNEL.search(name) and not DNN_KERNEL.search(name):
             take = min(c, blas_pool - blas_used)
             blas_used += take
@@ -192,7 +196,25 @@ def match_kernels(real: dict[str, int], emu: dict[str, Any]) -> dict[str, Any]:
         "fraction": (matched / total) if total else None,
         "unmatched_real": dict(unmatched.most_common()),
         "emulated_only": dict(extra.most_common()),
+        "near_misses": near_misses(list(unmatched), list(extra)),
     }
+
+
+def near_misses(real: list[str], emulated: list[str], limit: int = 20) -> list[dict[str, Any]]:
+    """For unmatched real names, the closest emulated-only name (same text up
+    to the first '<' or '('), with the offset where they first differ."""
+    out = []
+    for r in real:
+        stem = re.split(r"[<(]", r, maxsplit=1)[0]
+        cands = [e for e in emulated if re.split(r"[<(]", e, maxsplit=1)[0] == stem]
+        if not cands:
+            continue
+        best = max(cands, key=lambda e: difflib.SequenceMatcher(None, r, e, autojunk=False).ratio())
+        diff = next((i for i, (x, y) in enumerate(zip(r, best, strict=False)) if x != y), min(len(r), len(best)))
+        out.append({"real": r, "emulated": best, "first_difference": diff})
+        if len(out) >= limit:
+            break
+    return out
 
 
 def order_similarity(real_prof: dict[str, Any], emu_sequence: list[str]) -> float | None:
@@ -406,6 +428,13 @@ def markdown(report: dict[str, Any]) -> str:
                         md += [f"  - {c} × `{n[:200]}`" for n, c in list(d.items())[:25]]
                         if len(d) > 25:
                             md.append(f"  - ... {len(d) - 25} more names")
+                if k.get("near_misses"):
+                    md.append("- near misses (real vs emulated, from the first difference):")
+                    for nm in k["near_misses"][:10]:
+                        i = nm["first_difference"]
+                        md.append(f"  - `{nm['real'][:60]}`... at {i}: real `...{nm['real'][max(0, i - 20):i + 60]}` "
+                                  f"vs emulated `...{nm['emulated'][max(0, i - 20):i + 60]}`"
+                                  + (" (emulated name ends there)" if i >= len(nm["emulated"]) else ""))
             md.append("")
     return "\n".join(md) + "\n"
 
