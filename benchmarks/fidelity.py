@@ -60,9 +60,10 @@ BLAS_KERNEL = re.compile(
     r"^nvjet_|gemm|gemv|splitKreduce|cublas|^void (dot|scal|axpy|nrm2|asum|reduce_1Block)_kernel", re.I)
 # ...but not cuDNN's implicit-GEMM convolutions, which DNN records name.
 DNN_KERNEL = re.compile(r"cudnn|fprop|dgrad|wgrad|implicit_gemm|implicit_convolve|_bn_|batch_?norm", re.I)
-# Second kernels of one library call (split-K reductions, workspace set-up):
-# a BLAS record is spent on the main GEMM kernels first, so these are the
-# ones left unmatched when the library launched more kernels than calls.
+# Second kernels of one library call (split-K reductions, workspace set-up).
+# A BLAS record stands for the whole call, whatever kernels cuBLAS launched
+# for it, so each record also covers at most one such kernel; they are
+# counted apart ("as parts of BLAS calls") in the report.
 AUX_KERNEL = re.compile(r"splitKreduce|reduce_1Block|init_device_workspace|ReduceSplitK", re.I)
 NCCL_KERNEL = re.compile(r"^(void )?nccl\w*Kernel", re.I)
 MEMSET_NAME = "Memset (Device)"
@@ -168,11 +169,15 @@ def match_kernels(real: dict[str, int], emu: dict[str, Any]) -> dict[str, Any]:
     left = real_c - collections.Counter(by_name)
     blas_pool = sum(emu.get("blas_calls", {}).values())
     coll_pool = sum(emu.get("collectives", {}).values())
-    blas_used = coll_used = 0
+    blas_used = coll_used = aux_used = 0
     unmatched: collections.Counter[str] = collections.Counter()
     blas_class = sum(c for n, c in real_c.items() if BLAS_KERNEL.search(n) and not DNN_KERNEL.search(n))
     for name, c in sorted(left.items(), key=lambda kv: (bool(AUX_KERNEL.search(kv[0])), kv[0])):
-        if BLAS_KERNEL.search(name) and not DNN_KERNEL.search(name):
+        if AUX_KERNEL.search(name) and BLAS_KERNEL.search(name) and not DNN_KERNEL.search(name):
+            take = min(c, blas_pool - aux_used)
+            aux_used += take
+            c -= take
+        elif BLAS_KERNEL.search(name) and not DNN_KERNEL.search(name):
             take = min(c, blas_pool - blas_used)
             blas_used += take
             c -= take
@@ -182,13 +187,14 @@ def match_kernels(real: dict[str, int], emu: dict[str, Any]) -> dict[str, Any]:
             c -= take
         if c:
             unmatched[name] = c
-    matched = sum(by_name.values()) + blas_used + coll_used
+    matched = sum(by_name.values()) + blas_used + aux_used + coll_used
     extra = emu_c - real_c
     return {
         "real_launches": total,
         "matched": matched,
         "matched_by_name": sum(by_name.values()),
         "matched_by_blas_records": blas_used,
+        "matched_as_parts_of_blas_calls": aux_used,
         "matched_by_coll_records": coll_used,
         "blas_records": blas_pool,
         "real_blas_class_launches": blas_class,
@@ -420,7 +426,8 @@ def markdown(report: dict[str, Any]) -> str:
             if k:
                 md.append(f"- kernels: {k['matched']}/{k['real_launches']} real launches matched "
                           f"({k['matched_by_name']} by name, {k['matched_by_blas_records']} by BLAS records of "
-                          f"{k['blas_records']}, {k['matched_by_coll_records']} by collectives)")
+                          f"{k['blas_records']}, {k.get('matched_as_parts_of_blas_calls', 0)} as second kernels "
+                          f"of those calls, {k['matched_by_coll_records']} by collectives)")
                 for title, d in (("unmatched real kernels", k["unmatched_real"]),
                                  ("emulated only", k["emulated_only"])):
                     if d:

@@ -147,6 +147,7 @@ def emulate(opts: EmulateOptions) -> int:
             "name": gpu.name,
             "marketing": gpu.marketing,
             "memory_bytes": gpu.memory_bytes,
+            "usable_bytes": gpu.memory_bytes - gpu.reserved_bytes,
             "gpus_per_process": int(env["MAYA_NUM_GPUS"]),
             "gpus_per_node": int(env["MAYA_GPUS_PER_NODE"]),
         },

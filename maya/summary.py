@@ -47,10 +47,22 @@ def reserved_peaks(trace: Trace) -> dict[int, int]:
 
 
 def failed_allocations(trace: Trace) -> list[dict[str, int]]:
-    """MALLOC records flagged MF_FAILED: device and requested bytes."""
+    """MALLOC records flagged MF_FAILED: device, requested bytes and the bytes
+    the device already held (a2) when the request failed."""
     recs = trace.records
     idx = np.flatnonzero((recs["kind"] == Kind.MALLOC) & ((recs["flags"] & Flag.FAILED) != 0))
-    return [{"device": int(recs[i]["device"]), "bytes": int(recs[i]["a"][1])} for i in idx]
+    return [
+        {"device": int(recs[i]["device"]), "bytes": int(recs[i]["a"][1]), "in_use_bytes": int(recs[i]["a"][2])}
+        for i in idx
+    ]
+
+
+def device_reads(trace: Trace) -> int:
+    """Device-to-host copies that ran: where a program reads values kernels
+    would have computed (``.item()``, ``.cpu()``), which are zeros here."""
+    recs = trace.records
+    d2h = (recs["kind"] == Kind.MEMCPY) & (recs["a32"] == 2) & ((recs["flags"] & Flag.CAPTURED) == 0)
+    return int(np.count_nonzero(d2h))
 
 
 def unsupported_apis(trace: Trace) -> list[str]:
@@ -86,6 +98,7 @@ def trace_facts(trace: Trace) -> dict[str, Any]:
         "trace_reserved_peak_bytes": reserved_peaks(trace),
         "failed_allocations": failed_allocations(trace),
         "unsupported_apis": unsupported_apis(trace),
+        "device_reads": device_reads(trace),
     }
 
 
@@ -118,6 +131,7 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             "oom_escaped": False,  # a torch.OutOfMemoryError ended the program
             "oom_request_bytes": None,
             "unsupported_apis": [],
+            "device_reads": 0,
             "host_seconds": 0.0,
             "trace_files": [p.name for p in files["trace"]],
             "errors": [],
@@ -129,7 +143,7 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             except (TraceError, OSError) as e:
                 entry["errors"].append(f"{path.name}: {e}")
                 continue
-            for key in ("kernel_launches", "library_calls", "collectives"):
+            for key in ("kernel_launches", "library_calls", "collectives", "device_reads"):
                 entry[key] += facts[key]
             entry.setdefault("blas_calls", 0)
             entry.setdefault("dnn_calls", 0)
@@ -139,7 +153,11 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             reserved = max([reserved, *facts["trace_reserved_peak_bytes"].values()])
             if facts["failed_allocations"]:
                 entry["out_of_memory"] = True
-                entry["oom_request_bytes"] = max(f["bytes"] for f in facts["failed_allocations"])
+                worst = max(facts["failed_allocations"], key=lambda f: f["bytes"] + f["in_use_bytes"])
+                entry["oom_request_bytes"] = worst["bytes"]
+                usable = gpu.get("usable_bytes") or gpu.get("memory_bytes") or 0
+                if usable:
+                    entry["oom_short_by_bytes"] = max(0, worst["bytes"] + worst["in_use_bytes"] - int(usable))
             for name in facts["unsupported_apis"]:
                 if name not in entry["unsupported_apis"]:
                     entry["unsupported_apis"].append(name)
@@ -208,15 +226,23 @@ def render(summary: dict[str, Any]) -> list[str]:
         if r["out_of_memory"]:
             req = r.get("oom_request_bytes")
             tried = f"tried to allocate {_gib(req)} " if req else ""
+            short = r.get("oom_short_by_bytes")
+            by = f" (short by {_gib(short)})" if short else ""
             how = "; torch.OutOfMemoryError ended the program" if r.get("oom_escaped") else ""
             lines.append(
-                f"  rank {r['rank']}: OUT OF MEMORY: {tried}with a capacity of {_gib(capacity)} per GPU{how}"
+                f"  rank {r['rank']}: OUT OF MEMORY: {tried}with a capacity of {_gib(capacity)} per GPU{by}{how}"
             )
         if r["unsupported_apis"]:
             lines.append(
                 f"  rank {r['rank']}: hit {len(r['unsupported_apis'])} unsupported API(s): "
                 + ", ".join(r["unsupported_apis"][:10])
                 + (" ..." if len(r["unsupported_apis"]) > 10 else "")
+            )
+        if r.get("device_reads"):
+            lines.append(
+                f"  rank {r['rank']}: read device memory back {r['device_reads']} time(s) (.item(), .cpu(), ...): "
+                "kernels do not run here, so computed values read as zeros and code that branches on them "
+                "may take another path than on a real GPU"
             )
         for err in r["errors"]:
             lines.append(f"  rank {r['rank']}: could not read {err}")
