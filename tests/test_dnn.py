@@ -20,13 +20,21 @@ Covers, with small torch scripts run under the interposer:
 - grouped-query attention (32 query heads, 8 key/value heads) records Hk, the
   GQA flag, the backward workspace cuDNN asked on the H100 and the two
   ``fmha_reduce_head`` kernels;
+- full-length backward helper names, whose template flag is the 16-bit
+  type (fp16 ``<false>``, bf16 ``<true>``, causal or not);
+- bf16 channels_last convolutions of measured shapes name exactly the
+  kernels the H100's autotuning picked (ResNet-18 ground truth: padded RGB
+  stem with cutlass kernels, split-K wgrad, wide-tile fprop), with the
+  measured workspace; an unmeasured batch size takes the nearest measurement;
 - every DNN record is asynchronous, on the handle's stream, and no cuDNN call
   was reported unsupported.
 """
 
 from __future__ import annotations
 
+import json
 import struct
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +42,7 @@ from emulated import requires_library, run_emulated
 
 from maya.predictor.trace import Flag, Kind, read_trace
 
+GROUND_TRUTH = Path(__file__).resolve().parent.parent / "benchmarks/data/gpu_fidelity/H100-SXM-80GB/cnn.json"
 CUDNN_DATA_FLOAT, CUDNN_DATA_BFLOAT16 = 0, 9
 F_CAUSAL, F_DROPOUT, F_BACKEND, F_TRAINING, F_GQA = 1 << 24, 1 << 25, 1 << 26, 1 << 27, 1 << 28
 LAYOUT_NHWC = 1
@@ -179,3 +188,90 @@ def test_sdpa_grouped_query_attention(tmp_path):
     assert fwd["kernels"][-1].startswith("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128")
     assert bwd["workspace"] == 67371264  # cuDNN 9.19 on an H100 for this shape
     assert sum("fmha_reduce_head" in k for k in bwd["kernels"]) == 2
+
+
+SDPA_FLAGS = """
+import torch, torch.nn.functional as F
+for dtype, causal in ((torch.float16, False), (torch.bfloat16, False)):
+    q, k, v = (torch.randn(2, 4, 128, 64, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
+    F.scaled_dot_product_attention(q, k, v, is_causal=causal).sum().backward()
+torch.cuda.synchronize()
+"""
+
+# Full names as torch.profiler shows them on an H100 (benchmarks/data/gpu_fidelity/H100-SXM-80GB/bert.json).
+DOT_DO_O = ("void cudnn::fusion::compute_dot_do_o_specialized<{}, 64>(void const*, void const*, void*, void*, "
+            + "unsigned int, " * 17 + "float, " + "void const*, " * 5 + "bool, void const*, void*, void const*, "
+            + ", ".join(["int"] * 9) + ")")
+CONVERT_DQ = ("void cudnn::fusion::convert_dq_to_16bits<{}>(void const*, void*, " + "unsigned int, " * 10
+              + "float const*, float const*, float const*, float*, void const*, void*, void*, bool, bool)")
+
+
+@requires_library
+def test_sdpa_backward_names_full_length_and_typed(tmp_path):
+    """The helper kernels' template flag is the 16-bit type (fp16: false, bf16: true,
+    causal or not), and names are never truncated (the real one is 493 characters)."""
+    run = run_emulated(SDPA_FLAGS, tmp_path)
+    assert run.returncode == 0, run.output
+    bwd = [r for r in dnn_records(read_trace(run.trace_path())) if r["op"] == "sdpa_bprop"]
+    assert len(bwd) == 2
+    for r, flag in zip(bwd, ("false", "true")):
+        assert not r["bits"] & F_CAUSAL
+        assert DOT_DO_O.format(flag) in r["kernels"], r["kernels"]
+        assert CONVERT_DQ.format(flag) in r["kernels"], r["kernels"]
+    assert len(DOT_DO_O.format("false")) == 493
+
+
+CONV_MEASURED = """
+import torch, torch.nn.functional as F
+torch.backends.cudnn.benchmark = True
+def run(n, c, k, r, hw, stride):
+    x = torch.randn(n, c, hw, hw, device="cuda").to(memory_format=torch.channels_last).requires_grad_(c != 3)
+    w = torch.randn(k, c, r, r, device="cuda").to(memory_format=torch.channels_last).requires_grad_()
+    for _ in range(2):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = F.conv2d(x, w, stride=stride, padding=r // 2)
+        y.float().sum().backward()
+run(64, 3, 64, 7, 224, 2)     # ResNet stem: channels padded to 8, cutlass kernels
+run(64, 64, 64, 3, 56, 1)     # split-K wgrad
+run(64, 256, 256, 3, 14, 1)   # wide tile fprop
+run(48, 64, 64, 3, 56, 1)     # not measured: nearest measured shape (N=64)
+torch.cuda.synchronize()
+"""
+
+
+@requires_library
+def test_conv_kernels_follow_measured_autotuning(tmp_path):
+    """Convolutions of shapes measured on an H100 name the kernels its autotuning
+    picked (table in cudnn_kernels.c, from benchmarks/data/gpu_fidelity), with
+    complete names (the cutlass wgrad kernel is a 1676-character mangled name)."""
+    run = run_emulated(CONV_MEASURED, tmp_path)
+    assert run.returncode == 0, run.output
+    recs = dnn_records(read_trace(run.trace_path()))
+    last: dict[tuple, dict] = {}
+    for r in recs:
+        if r["op"].startswith("conv_"):
+            last[(r["op"], r["params"][0], r["params"][1], r["params"][2])] = r
+    bf16 = "bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize"
+    stem_f, stem_w = last[("conv_fprop", 64, 3, 64)], last[("conv_wgrad", 64, 3, 64)]
+    assert stem_f["kernels"][0].startswith("void nhwcAddPaddingKernel<__nv_bfloat16")
+    assert stem_f["kernels"][-1].startswith("void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop")
+    mangled = [k for k in stem_w["kernels"] if k.startswith("_ZN17cutlass__5x_cudnn6Kernel")]
+    assert len(mangled) == 1 and len(mangled[0]) == 1676 and mangled[0].endswith("EEEEEvNT_6ParamsE")
+    # Every name is exactly one the H100's profiler recorded for ResNet-18.
+    real = {k["name"] for k in json.loads(GROUND_TRUTH.read_text())["profiles"]["0"]["kernels"]}
+    for key, r in last.items():
+        if key[1] != 48:
+            assert set(r["kernels"]) - {"Memset (Device)"} <= real, (key, set(r["kernels"]) - real)
+    assert ("conv_dgrad", 64, 3, 64) not in last  # the input needs no gradient
+    w = last[("conv_wgrad", 64, 64, 64)]["kernels"]
+    assert [k.split("tilesize")[-1] for k in w if k.startswith("sm90_xmma")] == [
+        "64x64x64_warpgroupsize1x1x1_g1_execute_segment_k_on_kernel__5x_cudnn",
+        "64x64x64_warpgroupsize1x1x1_g1_execute_split_k_kernel__5x_cudnn"]
+    assert any("init_device_workspace_kernel" in k for k in w)
+    assert last[("conv_fprop", 64, 64, 64)]["kernels"][-1] == (
+        f"sm90_xmma_fprop_implicit_gemm_{bf16}64x64x64_warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn")
+    assert last[("conv_fprop", 64, 256, 256)]["kernels"][-1] == (
+        f"sm90_xmma_fprop_implicit_gemm_{bf16}128x256x32_warpgroupsize2x1x1_g1_execute_segment_k_off_kernel__5x_cudnn")
+    wide_w = last[("conv_wgrad", 64, 256, 256)]
+    assert wide_w["workspace"] == 0 and wide_w["engine"] == 65
+    assert last[("conv_fprop", 48, 64, 64)]["kernels"] == last[("conv_fprop", 64, 64, 64)]["kernels"]

@@ -72,7 +72,7 @@ void dnn_emit(cudnnHandle_t h, maya_call c, const dnn_record *d)
     for (int i = 0; i < d->np && n < MAXW; i++)
         w[n++] = d->params[i];
     for (int i = 0; i < d->nk && n < MAXW; i++)
-        w[n++] = maya_str(d->kernels[i]);
+        w[n++] = d->kernels[i];
     int ng = 0;
     for (int i = 0; i < d->ng && n < MAXW; i++, ng++)
         w[n++] = d->graph[i];

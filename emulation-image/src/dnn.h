@@ -37,7 +37,6 @@ enum { DNN_LAYOUT_NCHW = 0, DNN_LAYOUT_NHWC = 1, DNN_LAYOUT_ROWMAJOR = 2 };
 
 #define DNN_MAX_PARAMS 32
 #define DNN_MAX_KERNELS 10
-#define DNN_KNAME 320
 #define DNN_NO_KNOB 0xffffffffu
 
 /* One compute call as recorded. */
@@ -50,7 +49,7 @@ typedef struct {
     uint64_t graph_hash;         /* backend: hash of the operation graph; legacy: 0 */
     uint64_t params[DNN_MAX_PARAMS];
     int np;
-    char kernels[DNN_MAX_KERNELS][DNN_KNAME];
+    uint64_t kernels[DNN_MAX_KERNELS]; /* string ids (maya_str) of the full names */
     int nk;
     const uint64_t *graph;       /* backend: op and tensor words (docs/dnn.md) */
     int ng;
@@ -76,8 +75,12 @@ void dnn_sdpa_params(dnn_record *d, const dnn_sdpa *s);
 void dnn_conv_params(dnn_record *d, const dnn_conv *cv);
 
 /* Kernel names (cudnn_kernels.c). dir: 0 fprop, 1 dgrad, 2 wgrad. */
-void dnn_kernels_sdpa(dnn_record *d, const dnn_sdpa *s, int backward);
+void dnn_kernels_sdpa(dnn_record *d, const dnn_sdpa *s, int backward, int dtype);
 void dnn_kernels_conv(dnn_record *d, const dnn_conv *cv, int dir, int dtype, int layout);
+/* Workspace (bytes) of the engine a real GPU's autotuning picks for the
+ * convolution, from the measured table in cudnn_kernels.c; -1 when no
+ * measurement covers the shape (the caller keeps its own estimate). */
+int64_t dnn_conv_workspace(const dnn_conv *cv, int dir, int dtype, int layout);
 void dnn_kernels_bn(dnn_record *d, int phase, int dtype, int layout); /* 0 train fwd, 1 bwd, 2 inference */
 
 /* Size in bytes of one element of a cuDNN data type (0 if unknown). */
