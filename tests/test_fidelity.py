@@ -141,17 +141,21 @@ def test_match_kernels() -> None:
     assert m["matched_by_name"] == 3 + 1 + 1
     assert m["matched_by_blas_records"] == 3        # 4 GEMM launches, 3 records
     assert m["matched_by_coll_records"] == 1
-    assert m["matched"] == 9
+    # the split-K reduction is the second kernel of one of those calls
+    assert m["matched_as_parts_of_blas_calls"] == 1
+    assert m["matched"] == 10
     assert m["real_blas_class_launches"] == 4
-    assert sum(m["unmatched_real"].values()) == 5
+    assert sum(m["unmatched_real"].values()) == 4
     assert m["unmatched_real"]["sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc"] == 2
     assert m["unmatched_real"]["fwd"] == 1
-    # the split-K reduction is the GEMM-class launch left without a BLAS record
-    assert m["unmatched_real"]["void cublasLt::splitKreduce_kernel<32, 16, int, float>(float*)"] == 1
     assert m["emulated_only"] == {"extra": 2, "void k<true>(int)": 1}
     assert m["near_misses"] == [{"real": "void k<false>(int)", "emulated": "void k<true>(int)",
                                  "first_difference": 7}]
-    assert abs(m["fraction"] - 9 / 14) < 1e-12
+    assert abs(m["fraction"] - 10 / 14) < 1e-12
+    # without BLAS records, neither GEMM kernels nor their second kernels are matched
+    none = fidelity.match_kernels(real, {**emu, "blas_calls": {}})
+    assert none["matched_by_blas_records"] == 0 and none["matched_as_parts_of_blas_calls"] == 0
+    assert none["unmatched_real"]["void cublasLt::splitKreduce_kernel<32, 16, int, float>(float*)"] == 1
 
 
 def test_order_similarity() -> None:

@@ -136,6 +136,7 @@ static cudaError_t launch(maya_call c, const void *func, dim3 grid, dim3 block, 
     if (block.x * block.y * block.z > 1024 || !grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z)
         return maya_rt_error(cudaErrorInvalidConfiguration);
     maya_device_activate(maya_stream_device(stream));
+    maya_thread_drives_device();
     maya_record_launch(c, f, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem, stream, ML_RUNTIME);
     return cudaSuccess;
 }

@@ -173,6 +173,7 @@ static int resolve_kind(const void *dst, const void *src, int kind) {
 
 cudaError_t maya_memcpy(void *dst, const void *src, size_t n, int kind, const void *stream, int async) {
     maya_call c = maya_enter();
+    maya_thread_drives_device();
     kind = resolve_kind(dst, src, kind);
     int dev_dst = maya_mem_device_of((uint64_t)dst), dev_src = maya_mem_device_of((uint64_t)src);
     if (n && ((kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) && dev_dst < 0))
@@ -197,6 +198,7 @@ cudaError_t maya_memcpy(void *dst, const void *src, size_t n, int kind, const vo
 
 cudaError_t maya_memset(void *dst, int value, size_t n, const void *stream, int async) {
     maya_call c = maya_enter();
+    maya_thread_drives_device();
     int dev = maya_mem_device_of((uint64_t)dst);
     if (n && dev < 0) return maya_rt_error(cudaErrorInvalidValue);
     int moved = maya_mem_set(dst, value, n);

@@ -902,6 +902,7 @@ static ncclResult_t comm_end(ncclComm_t comm, int how) {
     maya_call c = maya_enter();
     if (!comm) return ncclSuccess;  /* NCCL accepts a NULL communicator here */
     if (!comm_valid(comm)) return fail(ncclInvalidArgument, 0, "invalid communicator %p", (void *)comm);
+    maya_device_drained();  /* torch's shutdown then waits for its watchdog to see every work done */
     rec_comm_destroy(c, comm, how);
     if (how != 2) comm_free(comm);
     return ncclSuccess;

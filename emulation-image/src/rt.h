@@ -38,6 +38,12 @@ maya_func *maya_driver_function(const char *name);
 
 /* Events (stream.c). */
 void maya_stream_sync_record(uint8_t kind, const void *stream, maya_call c);
+/* The calling thread gives the device work (launches, copies, event records):
+ * it is no mere observer of event completion (see cudaEventQuery). */
+void maya_thread_drives_device(void);
+/* The program waits for all work issued so far to drain (a communicator is
+ * finalized or destroyed): observers see all of it complete from now on. */
+void maya_device_drained(void);
 void *maya_driver_lookup(const char *symbol);
 
 #endif

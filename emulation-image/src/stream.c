@@ -5,7 +5,15 @@
  * Events carry a version that grows with each record, because handles are
  * reused; a wait names the version it waits for.  While a stream is being
  * captured its work goes into a graph (and into the trace, flagged
- * CAPTURED); each launch of the graph writes that work again, flagged REPLAY. */
+ * CAPTURED); each launch of the graph writes that work again, flagged REPLAY.
+ *
+ * One exception to "always done": a thread that never gives the device work
+ * and only polls events (torch's NCCL watchdog) runs on its own wall clock,
+ * so what it does when it sees work finish (drop the tensors a collective
+ * kept alive) would land at a random point of the program.  Such an
+ * observer sees an event complete only once the emulated device clock has
+ * moved a polling period past the record, as a watchdog polling a real GPU
+ * every 100 ms sees a fast step's work late; see observer_sees_done. */
 #include "maya.h"
 #include "rt.h"
 
@@ -27,6 +35,8 @@ typedef struct maya_event {
     int device;
     unsigned flags;
     uint64_t version, t_record;  /* t_record: emulated device clock */
+    uint64_t wall_record;        /* host ns at the record (observer safety valve) */
+    uint64_t told_not_ready;     /* version last answered "not ready" to an observer */
     struct maya_graph *capture;  /* recorded inside this capture */
 } maya_event;
 
@@ -48,6 +58,12 @@ static maya_stream **g_streams;  /* by id; id 0 is the legacy default stream */
 static uint32_t g_nstreams = 1, g_cap_streams;
 static uint32_t g_next_event;
 static uint64_t g_next_graph;
+
+/* Set once the thread launches, copies, records or waits: its queries come
+ * at fixed points of the program, so "done" keeps the trace reproducible. */
+static __thread int t_drives_device;
+
+void maya_thread_drives_device(void) { t_drives_device = 1; }
 
 static maya_stream *stream_ptr(const void *s) {
     return (s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread) ? NULL : (maya_stream *)s;
@@ -229,8 +245,10 @@ static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned
     maya_event *e = (maya_event *)event;
     if (!e) return maya_rt_error(cudaErrorInvalidResourceHandle);
     maya_call c = maya_enter();
+    t_drives_device = 1;
     e->version++;
     e->t_record = maya_device_clock();
+    e->wall_record = maya_now_ns();
     maya_stream *s = stream_ptr(stream);
     e->capture = s ? s->capture : NULL;
     record_simple(MK_EVENT_RECORD, c, stream, e->id, e->version, MF_ASYNC);
@@ -246,6 +264,7 @@ MAYA_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t eve
     maya_event *e = (maya_event *)event;
     if (!e) return maya_rt_error(cudaErrorInvalidResourceHandle);
     maya_stream *s = stream_ptr(stream);
+    t_drives_device = 1;
     /* Waiting on an event of a capture pulls the stream into that capture. */
     if (s && e->capture && !s->capture) {
         pthread_mutex_lock(&g_lock);
@@ -256,15 +275,56 @@ MAYA_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t eve
     return cudaSuccess;
 }
 
+/* An observer thread's view of the device.  The polling period is measured
+ * on the emulated device clock, which only the program's own work moves, so
+ * in the program's terms the answer does not depend on how fast the host
+ * runs: work seen late is seen late on every run.  The wall-clock valve only
+ * keeps a long emulation from looking hung to the observer (torch's
+ * watchdog aborts a collective that seems stuck for its timeout, 10 minutes
+ * by default). */
+#define OBSERVER_PERIOD_NS (100ull * 1000 * 1000)
+#define OBSERVER_VALVE_NS (60ull * 1000 * 1000 * 1000)
+
+static uint64_t env_ns(const char *name, uint64_t scale, uint64_t fallback) {
+    const char *v = getenv(name);
+    char *end;
+    double x = v ? strtod(v, &end) : 0;
+    return v && end != v && x >= 0 ? (uint64_t)(x * (double)scale) : fallback;
+}
+
+static uint64_t g_drained_clock;  /* device clock at the last drain; 0 = none */
+
+void maya_device_drained(void) {
+    __atomic_store_n(&g_drained_clock, maya_device_clock() + 1, __ATOMIC_RELEASE);
+}
+
+static int observer_sees_done(const maya_event *e) {
+    static uint64_t period = UINT64_MAX, valve;
+    if (period == UINT64_MAX) {
+        valve = env_ns("MAYA_OBSERVER_VALVE_S", 1000000000ull, OBSERVER_VALVE_NS);
+        period = env_ns("MAYA_OBSERVER_PERIOD_MS", 1000000ull, OBSERVER_PERIOD_NS);
+    }
+    if (!e->version) return 1;  /* never recorded: CUDA calls that complete */
+    if (e->t_record < __atomic_load_n(&g_drained_clock, __ATOMIC_ACQUIRE)) return 1;
+    return maya_device_clock() - e->t_record >= period || maya_now_ns() - e->wall_record >= valve;
+}
+
 MAYA_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) {
     maya_event *e = (maya_event *)event;
     if (!e) return maya_rt_error(cudaErrorInvalidResourceHandle);
+    maya_call c = maya_enter();
+    int done = t_drives_device || observer_sees_done(e);
+    if (!done) {  /* an observer polls on its own clock: record each wait once */
+        if (e->told_not_ready == e->version) return cudaErrorNotReady;
+        e->told_not_ready = e->version;
+    }
     maya_rec r;
-    maya_rec_init(&r, MK_EVENT_QUERY, maya_enter());
+    maya_rec_init(&r, MK_EVENT_QUERY, c);
     r.a[0] = e->id;
     r.a[1] = e->version;
+    r.a32 = !done;
     maya_emit(&r);
-    return cudaSuccess;
+    return done ? cudaSuccess : cudaErrorNotReady;
 }
 
 MAYA_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
@@ -293,6 +353,7 @@ MAYA_EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaE
 MAYA_EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data) {
     if (!fn) return maya_rt_error(cudaErrorInvalidValue);
     maya_stream *s = stream_ptr(stream);
+    t_drives_device = 1;
     record_simple(MK_HOST_FUNC, maya_enter(), stream, 0, 0, MF_ASYNC);
     if (!s || !s->capture) fn(data);  /* the device is already done: run it now */
     return cudaSuccess;
@@ -394,6 +455,7 @@ MAYA_EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t strea
     maya_graph_exec *x = (maya_graph_exec *)exec;
     if (!x) return maya_rt_error(cudaErrorInvalidValue);
     maya_graph *g = x->graph;
+    t_drives_device = 1;
     record_simple(MK_GRAPH_LAUNCH, maya_enter(), stream, x->id, g->n, MF_ASYNC);
     uint32_t sid = maya_stream_id(stream);
     for (size_t i = 0; i < g->n; i++) {
