@@ -12,7 +12,10 @@ Covers, with ``torchrun --standalone --nproc-per-node 2`` under ``maya emulate``
 - eager init (``device_id``): send/recv and batch_isend_irecv carry values,
   ``new_group([0])`` is an ``ncclCommSplit`` (a child on rank 0 only, parent
   id recorded), MAX and PRODUCT reductions; sends are numbered per peer and
-  pair with the other rank's receives.
+  pair with the other rank's receives;
+- 8 ranks from one torchrun as two virtual nodes of 4 GPUs: each rank sees
+  its node's LOCAL_RANK and 4 GPUs, an all_reduce sums over all 8, and each
+  trace header names the rank's virtual node.
 """
 
 from __future__ import annotations
@@ -175,3 +178,35 @@ def test_split_and_send_recv(tmp_path: Path) -> None:
         assert list(sends["a32"]) == list(range(1, len(sends) + 1))
         assert len(sends) == len(other_recvs) and len(sends) + len(recvs) >= 2
         assert all(int(f) & Flag.DATA for f in coll["flags"])
+
+
+EIGHT_RANKS = """
+import os
+import torch
+import torch.distributed as dist
+
+rank = int(os.environ["RANK"])
+# One torchrun of 8 processes plays two virtual nodes of 4 GPUs.
+assert os.environ["LOCAL_RANK"] == str(rank % 4) and os.environ["LOCAL_WORLD_SIZE"] == "4"
+assert torch.cuda.device_count() == 4
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+dist.init_process_group("nccl")
+x = torch.tensor([float(rank + 1)], device="cuda")
+dist.all_reduce(x)
+dist.barrier()
+assert x.cpu().item() == 36.0, x.cpu().item()
+print("rank", rank, "ok", flush=True)
+dist.destroy_process_group()
+"""
+
+
+@requires_library
+def test_eight_ranks_on_two_virtual_nodes(tmp_path: Path) -> None:
+    """8 ranks, 4 GPUs per virtual node: each rank's trace says where it sits."""
+    run = run_emulated(EIGHT_RANKS, tmp_path, torchrun_nproc=8, gpus_per_node=4, timeout=300)
+    assert run.returncode == 0, run.output[-4000:]
+    assert run.stdout.count(" ok") == 8
+    for rank in range(8):
+        header = read_trace(run.trace_path(rank)).header
+        assert header["rank"] == rank and header["world_size"] == 8
+        assert header["node"] == rank // 4 and header["gpus_per_node"] == 4

@@ -106,3 +106,21 @@ void maya_die(const char *fmt, ...) {
     maya_trace_flush();
     _exit(70);
 }
+
+/* A job of several virtual nodes emulated by one launcher on this machine
+ * (torchrun --nproc-per-node 16 with 8 GPUs per node) must look to each rank
+ * as it would on its node: LOCAL_RANK counts within the node and
+ * LOCAL_WORLD_SIZE is the node's size.  This runs before the program reads
+ * its environment. */
+__attribute__((constructor)) static void virtual_node_env(void) {
+    int rank = env_int("RANK", -1), world = env_int("WORLD_SIZE", 1);
+    int per_node = env_int("MAYA_GPUS_PER_NODE", 8);
+    if (rank < 0 || per_node < 1 || world <= per_node) return;
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d", rank % per_node);
+    setenv("LOCAL_RANK", buf, 1);
+    snprintf(buf, sizeof buf, "%d", per_node);
+    setenv("LOCAL_WORLD_SIZE", buf, 1);
+    snprintf(buf, sizeof buf, "%d", rank / per_node);
+    setenv("GROUP_RANK", buf, 1);
+}
