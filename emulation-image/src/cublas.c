@@ -136,8 +136,6 @@ void maya_blas_handle_free(struct cublasContext *h) {
 }
 
 MAYA_EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
-    maya_call c = maya_enter();
-    (void)c;
     if (!handle)
         return CUBLAS_STATUS_INVALID_VALUE;
     *handle = maya_blas_handle_new(0);
@@ -145,8 +143,6 @@ MAYA_EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
 }
 
 MAYA_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
-    maya_call c = maya_enter();
-    (void)c;
     struct cublasContext *h = maya_blas_handle(handle);
     if (!h)
         return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -171,8 +167,6 @@ MAYA_EXPORT cublasStatus_t cublasGetVersion_v2(cublasHandle_t handle, int *versi
 }
 
 MAYA_EXPORT cublasStatus_t cublasGetProperty(libraryPropertyType type, int *value) {
-    maya_call c = maya_enter();
-    (void)c;
     if (!value)
         return CUBLAS_STATUS_INVALID_VALUE;
     switch (type) {
@@ -184,8 +178,6 @@ MAYA_EXPORT cublasStatus_t cublasGetProperty(libraryPropertyType type, int *valu
 }
 
 MAYA_EXPORT size_t cublasGetCudartVersion(void) {
-    maya_call c = maya_enter();
-    (void)c;
     return CUDART_VERSION;
 }
 

@@ -227,8 +227,6 @@ static lt_pref *as_pref(const void *p) {
 /* ----------------------------------------------------- handle and version */
 
 MAYA_EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) {
-    maya_call c = maya_enter();
-    (void)c;
     if (!handle)
         return CUBLAS_STATUS_INVALID_VALUE;
     *handle = (cublasLtHandle_t)maya_blas_handle_new(1);
@@ -236,8 +234,6 @@ MAYA_EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) {
 }
 
 MAYA_EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
-    maya_call c = maya_enter();
-    (void)c;
     struct cublasContext *h = maya_blas_handle(handle);
     if (!h)
         return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -247,20 +243,14 @@ MAYA_EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
 
 /* cuBLASLt ships inside cuBLAS and reports the same version. */
 MAYA_EXPORT size_t cublasLtGetVersion(void) {
-    maya_call c = maya_enter();
-    (void)c;
     return CUBLAS_VERSION;
 }
 
 MAYA_EXPORT size_t cublasLtGetCudartVersion(void) {
-    maya_call c = maya_enter();
-    (void)c;
     return CUDART_VERSION;
 }
 
 MAYA_EXPORT cublasStatus_t cublasLtGetProperty(libraryPropertyType type, int *value) {
-    maya_call c = maya_enter();
-    (void)c;
     if (!value)
         return CUBLAS_STATUS_INVALID_VALUE;
     switch (type) {
@@ -310,8 +300,6 @@ MAYA_EXPORT cublasStatus_t cublasLtMatrixLayoutInit_internal(cublasLtMatrixLayou
 MAYA_EXPORT cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout,
                                                       cudaDataType type, uint64_t rows,
                                                       uint64_t cols, int64_t ld) {
-    maya_call c = maya_enter();
-    (void)c;
     if (!layout)
         return CUBLAS_STATUS_INVALID_VALUE;
     *layout = malloc(sizeof(cublasLtMatrixLayoutOpaque_t));
@@ -364,8 +352,6 @@ MAYA_EXPORT cublasStatus_t cublasLtMatmulDescInit_internal(cublasLtMatmulDesc_t 
 MAYA_EXPORT cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc,
                                                     cublasComputeType_t computeType,
                                                     cudaDataType_t scaleType) {
-    maya_call c = maya_enter();
-    (void)c;
     if (!desc)
         return CUBLAS_STATUS_INVALID_VALUE;
     *desc = malloc(sizeof(cublasLtMatmulDescOpaque_t));
@@ -415,8 +401,6 @@ MAYA_EXPORT cublasStatus_t cublasLtMatmulPreferenceInit_internal(cublasLtMatmulP
 }
 
 MAYA_EXPORT cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref) {
-    maya_call c = maya_enter();
-    (void)c;
     if (!pref)
         return CUBLAS_STATUS_INVALID_VALUE;
     *pref = malloc(sizeof(cublasLtMatmulPreferenceOpaque_t));
@@ -478,8 +462,6 @@ MAYA_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
     cublasLtMatmulPreference_t preference, int requestedAlgoCount,
     cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int *returnAlgoCount) {
-    maya_call c = maya_enter();
-    (void)c;
     if (!maya_blas_handle(handle))
         return CUBLAS_STATUS_NOT_INITIALIZED;
     lt_desc *d = as_desc(operationDesc);

@@ -100,8 +100,6 @@ int dnn_handle_ok(cudnnHandle_t h)
 
 MAYA_EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
 {
-    maya_call c = maya_enter();
-    (void)c;
     if (!handle)
         return CUDNN_STATUS_BAD_PARAM;
     struct cudnnContext *h = calloc(1, sizeof *h);
@@ -116,8 +114,6 @@ MAYA_EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
 
 MAYA_EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
 {
-    maya_call c = maya_enter();
-    (void)c;
     if (!dnn_handle_ok(handle))
         return CUDNN_STATUS_BAD_PARAM;
     handle->magic = 0;
@@ -127,8 +123,6 @@ MAYA_EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
 
 MAYA_EXPORT cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId)
 {
-    maya_call c = maya_enter();
-    (void)c;
     if (!dnn_handle_ok(handle))
         return CUDNN_STATUS_BAD_PARAM;
     handle->stream = streamId;
@@ -137,8 +131,6 @@ MAYA_EXPORT cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stre
 
 MAYA_EXPORT cudnnStatus_t cudnnGetStream(cudnnHandle_t handle, cudaStream_t *streamId)
 {
-    maya_call c = maya_enter();
-    (void)c;
     if (!dnn_handle_ok(handle) || !streamId)
         return CUDNN_STATUS_BAD_PARAM;
     *streamId = handle->stream;
