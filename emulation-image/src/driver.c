@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static CUresult cu_error(cudaError_t e) {
     switch (e) {
@@ -392,6 +393,14 @@ MAYA_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, uns
     return cuModuleLoadData(module, image);
 }
 
+/* Inductor's launcher loads the cubin Triton wrote to disk. */
+MAYA_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *path) {
+    if (!module || !path) return CUDA_ERROR_INVALID_VALUE;
+    if (access(path, R_OK) != 0) return CUDA_ERROR_FILE_NOT_FOUND;
+    *module = (CUmodule)calloc(1, sizeof(maya_module));
+    return CUDA_SUCCESS;
+}
+
 MAYA_EXPORT CUresult cuModuleUnload(CUmodule module) {
     free(module);
     return CUDA_SUCCESS;
@@ -500,7 +509,7 @@ MAYA_EXPORT CUresult cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataTyp
     X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease) X(cuMemAddressReserve)      \
     X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemRetainAllocationHandle) \
     X(cuMemGetAllocationPropertiesFromHandle) X(cuMemGetAddressRange) X(cuPointerGetAttribute) \
-    X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)          \
+    X(cuModuleLoad) X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)          \
     X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuFuncSetCacheConfig)                         \
     X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel)                          \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuOccupancyMaxActiveClusters)              \

@@ -80,7 +80,8 @@ int maya_unsupported_count(void) { return g_count; }
 #define DRIVER_APIS(X) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle) X(cuMulticastCreate) \
     X(cuMulticastAddDevice) X(cuMulticastBindMem) X(cuMulticastUnbind) X(cuGreenCtxCreate) X(cuGreenCtxDestroy) \
     X(cuGreenCtxStreamCreate) X(cuCtxFromGreenCtx) X(cuDevResourceGenerateDesc) X(cuDevSmResourceSplitByCount) \
-    X(cuDeviceGetDevResource) X(cuLinkAddData) X(cuLinkCreate) X(cuLinkComplete) X(cuLinkDestroy) X(cuGetExportTable)
+    X(cuDeviceGetDevResource) X(cuLinkAddData) X(cuLinkAddData_v2) X(cuLinkCreate) X(cuLinkCreate_v2) X(cuLinkComplete) \
+    X(cuLinkDestroy) X(cuGetExportTable)
 
 #define STUB_CUFFT(n) STUB(n, CUFFT_NOT_SUPPORTED)
 #define STUB_CUFILE(n) STUB(n, CUFILE_NOT_SUPPORTED)
