@@ -64,6 +64,7 @@ class Kind(enum.IntEnum):
     UNSUPPORTED = 29
     NOTE = 30
     SET_DEVICE = 31
+    THREAD = 32
     CONT = 0xFF
 
 

@@ -214,7 +214,7 @@ def test_sdpa_backward_names_full_length_and_typed(tmp_path):
     assert run.returncode == 0, run.output
     bwd = [r for r in dnn_records(read_trace(run.trace_path())) if r["op"] == "sdpa_bprop"]
     assert len(bwd) == 2
-    for r, flag in zip(bwd, ("false", "true")):
+    for r, flag in zip(bwd, ("false", "true"), strict=True):
         assert not r["bits"] & F_CAUSAL
         assert DOT_DO_O.format(flag) in r["kernels"], r["kernels"]
         assert CONVERT_DQ.format(flag) in r["kernels"], r["kernels"]

@@ -92,7 +92,7 @@ def operation_sequence(path: Path) -> list[tuple]:
             seq.append((kind, int(r["stream"]), int(r["a32"]), int(a[2] if kind == Kind.MEMCPY else a[1])))
         elif kind in (Kind.MALLOC, Kind.FREE):
             seq.append((kind, int(a[1])))
-        elif kind not in (Kind.STRING, Kind.FUNC):
+        elif kind not in (Kind.STRING, Kind.FUNC, Kind.THREAD):
             seq.append((kind, int(r["stream"])))
     return seq
 

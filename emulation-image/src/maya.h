@@ -86,6 +86,7 @@ enum maya_kind {
     MK_UNSUPPORTED = 29,
     MK_NOTE = 30,
     MK_SET_DEVICE = 31,
+    MK_THREAD = 32,       /* a0=thread index, a1=name str, a2=OS thread id: written before the thread's first record */
     MK_CONT = 0xFF,       /* continuation slot: bytes 8..63 belong to the record before */
 };
 

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* pthread_getname_np, gettid */
 /* The trace writer: one binary file per process, 64-byte slots, buffered.
  *
  * The file is opened on the first record, so processes that never touch the
@@ -56,8 +57,28 @@ maya_call maya_enter(void) {
     return c;
 }
 
+static void append_locked(const maya_rec *r, const uint64_t *words, int n);
+
+/* Indices are handed out first come, first served, which can differ between
+ * runs; the THREAD record names each one (torch names its threads, e.g.
+ * pt_autograd_0), so readers can tell threads apart by name. */
 uint8_t maya_thread_index(void) {
-    if (t_thread < 0) t_thread = __atomic_fetch_add(&g_threads, 1, __ATOMIC_RELAXED);
+    if (t_thread < 0) {
+        t_thread = __atomic_fetch_add(&g_threads, 1, __ATOMIC_RELAXED);
+        char name[32] = "";
+        pthread_getname_np(pthread_self(), name, sizeof name);
+        maya_rec r;
+        memset(&r, 0, sizeof r);
+        r.kind = MK_THREAD;
+        r.thread = (uint8_t)(t_thread > 255 ? 255 : t_thread);
+        r.t_ns = maya_now_ns();
+        r.a[0] = r.thread;
+        r.a[1] = maya_str(name);
+        r.a[2] = (uint64_t)gettid();
+        pthread_mutex_lock(&g_lock);
+        append_locked(&r, NULL, 0);
+        pthread_mutex_unlock(&g_lock);
+    }
     return (uint8_t)(t_thread > 255 ? 255 : t_thread);
 }
 

@@ -3,7 +3,8 @@
  * - GPU spec parsing;
  * - device memory: capacity enforced with the driver's 2 MiB granule, frees;
  * - kernel registry: add, lookup, rename, demangling;
- * - trace writer: header, head records, continuation slots, interned strings. */
+ * - trace writer: header, thread naming, head records, continuation slots,
+ *   interned strings. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,11 @@ static void test_trace(const char *dir) {
     /* Only the records written here: memory.c and the registry write none. */
     size_t nslots = (n - MAYA_HEADER_SIZE) / MAYA_SLOT;
     maya_rec *recs = (maya_rec *)(buf + MAYA_HEADER_SIZE);
+    /* The thread's first record is preceded by its name and a THREAD record. */
+    CHECK(recs[0].kind == MK_STRING && !strcmp((char *)&recs[1] + 8, "test_core"));
+    CHECK(recs[2].kind == MK_THREAD && recs[2].a[0] == 0 && recs[2].a[1] == recs[0].a[0] && recs[2].a[2] > 0);
+    recs += 3;
+    nslots -= 3;
     CHECK(nslots == 1 + 1 + 2 + 1 + 4 + 1 + 1);  /* memset, blas+2 cont, string+4 cont, string+1 cont */
     CHECK(recs[0].kind == MK_MEMSET && recs[0].a[0] == 42 && recs[0].a[4] == 7);
     CHECK(recs[1].kind == MK_BLAS && recs[2].kind == MK_CONT && recs[3].kind == MK_CONT);
