@@ -103,7 +103,7 @@ void maya_die(const char *fmt, ...) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     fprintf(stderr, "maya: %s\n", buf);
-    maya_trace_flush();
+    maya_trace_flush_nowait();
     _exit(70);
 }
 

@@ -139,6 +139,8 @@ uint64_t maya_device_clock(void);
 void maya_device_clock_advance(uint64_t ns);
 /* Flush the buffer to disk (also at exit). */
 void maya_trace_flush(void);
+/* The same, unless another caller holds the writer (fatal-error paths). */
+void maya_trace_flush_nowait(void);
 
 /* Graph capture hooks the trace writer uses (cudart.c). */
 struct maya_graph;

@@ -104,6 +104,13 @@ void maya_trace_flush(void) {
     pthread_mutex_unlock(&g_lock);
 }
 
+/* For a fatal error, which may strike while this thread holds the lock. */
+void maya_trace_flush_nowait(void) {
+    if (pthread_mutex_trylock(&g_lock) != 0) return;
+    flush_locked();
+    pthread_mutex_unlock(&g_lock);
+}
+
 /* A fatal signal still leaves a readable trace (write(2) is signal-safe). */
 static void on_fatal(int sig) {
     if (g_used && g_fd >= 0) write_all(g_buf, (size_t)g_used * MAYA_SLOT);

@@ -14,20 +14,9 @@
 #include <string.h>
 
 #include "blas.h"
+#include "check.h"
 
-static int failures, checks;
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        checks++;                                                                         \
-        if (!(cond)) {                                                                    \
-            failures++;                                                                   \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);     \
-        }                                                                                 \
-    } while (0)
 
-static const char *SPEC =
-    "name=TEST-GPU;marketing=Test GPU;cc=9.0;sms=132;mem=1073741824;reserved=0;"
-    "smem_sm=233472;smem_optin=232448;threads_sm=2048;blocks_sm=32;regs_sm=65536";
 
 /* Not in any header: the asm-label stub of cublas.c. */
 cublasStatus_t cublasSaxpy_v2(cublasHandle_t, int, const float *, const float *, int, float *, int);
@@ -224,12 +213,11 @@ int main(void) {
     char dir[] = "/tmp/maya-blas-test-XXXXXX";
     if (!mkdtemp(dir))
         return 2;
-    setenv("MAYA_GPU_SPEC", SPEC, 1);
+    setenv("MAYA_GPU_SPEC", TEST_SPEC, 1);
     setenv("MAYA_TRACE_DIR", dir, 1);
     setenv("MAYA_NUM_GPUS", "1", 1);
     test_handles();
     test_descriptors();
     test_records(dir);
-    printf("test_blas: %d passed, %d failed\n", checks - failures, failures);
-    return failures ? 1 : 0;
+    return CHECK_SUMMARY("test_blas");
 }

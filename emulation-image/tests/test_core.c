@@ -10,21 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "maya.h"
 
-static int failures, checks;
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        checks++;                                                            \
-        if (!(cond)) {                                                       \
-            failures++;                                                      \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                    \
-    } while (0)
 
-static const char *SPEC =
-    "name=TEST-GPU;marketing=Test GPU;cc=9.0;sms=132;mem=1073741824;reserved=0;"
-    "smem_sm=233472;smem_optin=232448;threads_sm=2048;blocks_sm=32;regs_sm=65536";
 
 static void test_ranges(void) {
     maya_ranges *r = maya_ranges_new(0x10000, 0x10000);
@@ -47,7 +36,7 @@ static void test_ranges(void) {
 static void test_spec(void) {
     maya_gpu g;
     memset(&g, 0, sizeof g);
-    CHECK(maya_parse_spec(SPEC, &g) == 0);
+    CHECK(maya_parse_spec(TEST_SPEC, &g) == 0);
     CHECK(!strcmp(g.name, "TEST-GPU") && g.cc_major == 9 && g.cc_minor == 0 && g.sm_count == 132);
     CHECK(g.memory_bytes == 1073741824ull);
     maya_gpu bad;
@@ -156,7 +145,7 @@ static void test_trace(const char *dir) {
 int main(void) {
     char dir[] = "/tmp/maya-test-XXXXXX";
     if (!mkdtemp(dir)) return 2;
-    setenv("MAYA_GPU_SPEC", SPEC, 1);
+    setenv("MAYA_GPU_SPEC", TEST_SPEC, 1);
     setenv("MAYA_TRACE_DIR", dir, 1);
     setenv("MAYA_NUM_GPUS", "1", 1);
     test_ranges();
@@ -164,6 +153,5 @@ int main(void) {
     test_memory();
     test_registry();
     test_trace(dir);
-    printf("%d passed, %d failed\n", checks - failures, failures);
-    return failures ? 1 : 0;
+    return CHECK_SUMMARY("test_core");
 }

@@ -1,0 +1,26 @@
+/* The unit tests' one assertion: count, report where it failed, carry on.
+ * Each test program ends with CHECK_SUMMARY("name"). */
+#ifndef MAYA_CHECK_H
+#define MAYA_CHECK_H
+
+#include <stdio.h>
+
+/* The spec of the small virtual GPU the tests emulate (1 GiB). */
+static const char *const TEST_SPEC =
+    "name=TEST-GPU;marketing=Test GPU;cc=9.0;sms=132;mem=1073741824;reserved=0;"
+    "smem_sm=233472;smem_optin=232448;threads_sm=2048;blocks_sm=32;regs_sm=65536";
+
+static int failures, checks;
+
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        checks++;                                                                     \
+        if (!(cond)) {                                                                \
+            failures++;                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                             \
+    } while (0)
+
+#define CHECK_SUMMARY(name) (printf("%s: %d passed, %d failed\n", name, checks - failures, failures), failures ? 1 : 0)
+
+#endif
