@@ -152,8 +152,6 @@ MAYA_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
 
 /* Getter/setter bodies: check the handle, then one assignment. */
 #define HANDLE_OR_FAIL(h, handle)                      \
-    maya_call c = maya_enter();                        \
-    (void)c;                                           \
     struct cublasContext *h = maya_blas_handle(handle); \
     if (!h)                                            \
         return CUBLAS_STATUS_NOT_INITIALIZED
@@ -190,27 +188,32 @@ MAYA_EXPORT cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void *wo
     return CUBLAS_STATUS_SUCCESS;
 }
 
-MAYA_EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
-    HANDLE_OR_FAIL(h, handle);
-    h->stream = stream;
-    return CUBLAS_STATUS_SUCCESS;
-}
+/* Handle fields read and written as they are. */
+#define HANDLE_GETTER(fn, type, field)                                \
+    MAYA_EXPORT cublasStatus_t fn(cublasHandle_t handle, type *out) { \
+        HANDLE_OR_FAIL(h, handle);                                    \
+        if (!out)                                                     \
+            return CUBLAS_STATUS_INVALID_VALUE;                       \
+        *out = h->field;                                              \
+        return CUBLAS_STATUS_SUCCESS;                                 \
+    }
+#define HANDLE_SETTER(fn, type, field)                                \
+    MAYA_EXPORT cublasStatus_t fn(cublasHandle_t handle, type value) { \
+        HANDLE_OR_FAIL(h, handle);                                    \
+        h->field = value;                                             \
+        return CUBLAS_STATUS_SUCCESS;                                 \
+    }
 
-MAYA_EXPORT cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t *stream) {
-    HANDLE_OR_FAIL(h, handle);
-    if (!stream)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *stream = h->stream;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-MAYA_EXPORT cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t *mode) {
-    HANDLE_OR_FAIL(h, handle);
-    if (!mode)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *mode = h->pointer_mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
+HANDLE_GETTER(cublasGetStream_v2, cudaStream_t, stream)
+HANDLE_SETTER(cublasSetStream_v2, cudaStream_t, stream)
+HANDLE_GETTER(cublasGetPointerMode_v2, cublasPointerMode_t, pointer_mode)
+HANDLE_GETTER(cublasGetAtomicsMode, cublasAtomicsMode_t, atomics_mode)
+HANDLE_SETTER(cublasSetAtomicsMode, cublasAtomicsMode_t, atomics_mode)
+HANDLE_GETTER(cublasGetMathMode, cublasMath_t, math_mode)
+HANDLE_SETTER(cublasSetMathMode, cublasMath_t, math_mode)
+HANDLE_GETTER(cublasGetSmCountTarget, int, sm_count_target)
+HANDLE_GETTER(cublasGetEmulationStrategy, cublasEmulationStrategy_t, emulation_strategy)
+HANDLE_SETTER(cublasSetEmulationStrategy, cublasEmulationStrategy_t, emulation_strategy)
 
 MAYA_EXPORT cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode) {
     HANDLE_OR_FAIL(h, handle);
@@ -220,61 +223,11 @@ MAYA_EXPORT cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublas
     return CUBLAS_STATUS_SUCCESS;
 }
 
-MAYA_EXPORT cublasStatus_t cublasGetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t *mode) {
-    HANDLE_OR_FAIL(h, handle);
-    if (!mode)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *mode = h->atomics_mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-MAYA_EXPORT cublasStatus_t cublasSetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t mode) {
-    HANDLE_OR_FAIL(h, handle);
-    h->atomics_mode = mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-MAYA_EXPORT cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t *mode) {
-    HANDLE_OR_FAIL(h, handle);
-    if (!mode)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *mode = h->math_mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-MAYA_EXPORT cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
-    HANDLE_OR_FAIL(h, handle);
-    h->math_mode = mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-MAYA_EXPORT cublasStatus_t cublasGetSmCountTarget(cublasHandle_t handle, int *target) {
-    HANDLE_OR_FAIL(h, handle);
-    if (!target)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *target = h->sm_count_target;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
 MAYA_EXPORT cublasStatus_t cublasSetSmCountTarget(cublasHandle_t handle, int target) {
     HANDLE_OR_FAIL(h, handle);
     if (target < 0)
         return CUBLAS_STATUS_INVALID_VALUE;
     h->sm_count_target = target;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-MAYA_EXPORT cublasStatus_t cublasGetEmulationStrategy(cublasHandle_t handle, cublasEmulationStrategy_t *s) {
-    HANDLE_OR_FAIL(h, handle);
-    if (!s)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *s = h->emulation_strategy;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-MAYA_EXPORT cublasStatus_t cublasSetEmulationStrategy(cublasHandle_t handle, cublasEmulationStrategy_t s) {
-    HANDLE_OR_FAIL(h, handle);
-    h->emulation_strategy = s;
     return CUBLAS_STATUS_SUCCESS;
 }
 
