@@ -693,6 +693,14 @@ TRSM_BATCHED_TYPED(cublasZtrsmBatched, cuDoubleComplex, CUDA_C_64F, 0)
 /* ------------------------------------------------- batched factorizations */
 
 /* Shared start of the batched LAPACK-like routines (pointer arrays in A/B/C). */
+/* The solvers' common end: report success through the host info, record. */
+static cublasStatus_t solver_end(maya_call c, maya_blas_op *op, int *info) {
+    if (info)
+        *info = 0;
+    maya_blas_emit(c, op);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 static int solver_begin(maya_blas_op *op, cublasHandle_t handle, const char *api, int m, int n,
                         int k, int batch, int dt) {
     struct cublasContext *h = maya_blas_handle(handle);
@@ -751,10 +759,7 @@ GETRF_TYPED(cublasZgetrfBatched, cuDoubleComplex, CUDA_C_64F)
         op.ext[BX_B] = op.ext[BX_D] = ptr(Barray);                                                \
         op.ext[BX_BIAS] = ptr(devIpiv);                                                           \
         op.ext[BX_AUX] = ptr(info);                                                               \
-        if (info)                                                                                 \
-            *info = 0;                                                                            \
-        maya_blas_emit(c, &op);                                                                   \
-        return CUBLAS_STATUS_SUCCESS;                                                             \
+        return solver_end(c, &op, info);                                                          \
     }
 
 GETRS_TYPED(cublasSgetrsBatched, float, CUDA_R_32F)
@@ -776,10 +781,7 @@ GETRS_TYPED(cublasZgetrsBatched, cuDoubleComplex, CUDA_C_64F)
         op.ext[BX_A] = op.ext[BX_D] = ptr(Aarray);                                                \
         op.ext[BX_BIAS] = ptr(TauArray);                                                          \
         op.ext[BX_AUX] = ptr(info);                                                               \
-        if (info)                                                                                 \
-            *info = 0;                                                                            \
-        maya_blas_emit(c, &op);                                                                   \
-        return CUBLAS_STATUS_SUCCESS;                                                             \
+        return solver_end(c, &op, info);                                                          \
     }
 
 GEQRF_TYPED(cublasSgeqrfBatched, float, CUDA_R_32F)
@@ -806,10 +808,7 @@ GEQRF_TYPED(cublasZgeqrfBatched, cuDoubleComplex, CUDA_C_64F)
         op.ext[BX_C] = op.ext[BX_D] = ptr(Carray);                                                \
         op.ext[BX_BIAS] = ptr(devInfoArray);                                                      \
         op.ext[BX_AUX] = ptr(info);                                                               \
-        if (info)                                                                                 \
-            *info = 0;                                                                            \
-        maya_blas_emit(c, &op);                                                                   \
-        return CUBLAS_STATUS_SUCCESS;                                                             \
+        return solver_end(c, &op, info);                                                          \
     }
 
 GELS_TYPED(cublasSgelsBatched, float, CUDA_R_32F)
@@ -826,8 +825,6 @@ GELS_TYPED(cublasZgelsBatched, cuDoubleComplex, CUDA_C_64F)
 #define UNSUPPORTED(name)                                                           \
     MAYA_EXPORT cublasStatus_t maya_stub_##name(void) __asm__(#name);               \
     cublasStatus_t maya_stub_##name(void) {                                         \
-        maya_call c = maya_enter();                                                 \
-        (void)c;                                                                    \
         maya_unsupported(#name);                                                    \
         return CUBLAS_STATUS_NOT_SUPPORTED;                                         \
     }
