@@ -67,6 +67,12 @@ typedef struct {
 /* Defaults: no types, batch 1, NaN alpha/beta, no bias. */
 void maya_blas_op_init(maya_blas_op *op, const char *api);
 void maya_blas_emit(maya_call c, const maya_blas_op *op);
+/* The head slot of the record, without writing it (record mode writes later). */
+void maya_blas_record(maya_call c, const maya_blas_op *op, maya_rec *out);
+/* Compute type of a typed routine (S/C single, D/Z double) under a math mode. */
+int maya_blas_implied_compute(int math_mode, int single);
+/* Type of alpha/beta of the *Ex routines, set by the compute type. */
+int maya_blas_ex_scale_type(int compute, int ctype);
 /* Bit pattern of the double value of a scalar of cudaDataType `type` at p,
  * read from host memory or (device=1) host-backed device memory; NaN bits when
  * it cannot be read.  *imag gets the imaginary part for complex types. */

@@ -8,8 +8,7 @@
  * well-defined value.  Routines torch links but we do not emulate log through
  * maya_unsupported and return CUBLAS_STATUS_NOT_SUPPORTED.
  *
- * The MK_BLAS writer and the scalar reader live here too; cublaslt.c shares
- * them through blas.h.
+ * The MK_BLAS writer and the scalar reader are in blas_op.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,98 +16,6 @@
 #include <cuda_runtime_api.h>
 
 #include "blas.h"
-
-/* ------------------------------------------------------------ records */
-
-uint64_t maya_blas_double_bits(double v) {
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    return u;
-}
-
-static uint64_t nan_bits(void) { return maya_blas_double_bits(__builtin_nan("")); }
-
-/* IEEE half to double without libm. */
-static double half_to_double(uint16_t h) {
-    unsigned sign = h >> 15, exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
-    double v;
-    if (exp == 0)
-        v = frac / 16777216.0;  /* subnormal: frac * 2^-24 */
-    else if (exp == 31)
-        v = frac ? __builtin_nan("") : __builtin_inf();
-    else {
-        uint32_t bits = (uint32_t)(exp - 15 + 127) << 23 | (uint32_t)frac << 13;
-        float f;
-        memcpy(&f, &bits, sizeof f);
-        v = f;
-    }
-    return sign ? -v : v;
-}
-
-static double bf16_to_double(uint16_t b) {
-    uint32_t bits = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-uint64_t maya_blas_scalar(const void *p, int type, int device, uint64_t *imag) {
-    *imag = 0;
-    if (!p)
-        return nan_bits();
-    /* Device scalars live in host-backed device memory; anything else handed
-     * over as a device pointer is not ours to dereference. */
-    if (device && maya_mem_device_of((uint64_t)(uintptr_t)p) < 0)
-        return nan_bits();
-    double re, im = 0;
-    switch (type) {
-    case CUDA_R_16F: { uint16_t h; memcpy(&h, p, 2); re = half_to_double(h); break; }
-    case CUDA_R_16BF: { uint16_t h; memcpy(&h, p, 2); re = bf16_to_double(h); break; }
-    case CUDA_R_32F: { float f; memcpy(&f, p, 4); re = f; break; }
-    case CUDA_R_64F: { double d; memcpy(&d, p, 8); re = d; break; }
-    case CUDA_R_32I: { int32_t i; memcpy(&i, p, 4); re = i; break; }
-    case CUDA_R_8I: { int8_t i; memcpy(&i, p, 1); re = i; break; }
-    case CUDA_C_16F: { uint16_t h[2]; memcpy(h, p, 4); re = half_to_double(h[0]); im = half_to_double(h[1]); break; }
-    case CUDA_C_32F: { float f[2]; memcpy(f, p, 8); re = f[0]; im = f[1]; break; }
-    case CUDA_C_64F: { double d[2]; memcpy(d, p, 16); re = d[0]; im = d[1]; break; }
-    default: return nan_bits();
-    }
-    *imag = maya_blas_double_bits(im);
-    return maya_blas_double_bits(re);
-}
-
-void maya_blas_op_init(maya_blas_op *op, const char *api) {
-    memset(op, 0, sizeof *op);
-    op->api = api;
-    op->batch = 1;
-    op->atype = op->btype = op->ctype = op->dtype = BLAS_NO_TYPE;
-    op->compute = op->scale = BLAS_NO_TYPE;
-    op->ext[BX_ALPHA] = op->ext[BX_BETA] = nan_bits();
-    op->ext[BX_BIAS_TYPE] = 0xFFFFFFFFFFFFFFFFull;  /* -1 | -1 << 32: none */
-}
-
-void maya_blas_emit(maya_call c, const maya_blas_op *op) {
-    maya_rec r;
-    maya_rec_init(&r, MK_BLAS, c);
-    r.flags |= MF_ASYNC;
-    r.stream = maya_stream_id(op->stream);
-    int dev = maya_stream_device(op->stream);
-    if (dev >= 0)
-        r.device = (uint8_t)dev;
-    r.a32 = (uint32_t)maya_str(op->api);
-    r.a[0] = (op->m & 0xFFFFFFFFull) | op->n << 32;
-    r.a[1] = (op->k & 0xFFFFFFFFull) | op->batch << 32;
-    r.a[2] = (uint64_t)(op->transa & 0xFF) | (uint64_t)(op->transb & 0xFF) << 8 |
-             (uint64_t)(op->epilogue & 0xFFFF) << 16 | (uint64_t)(op->side & 0xFF) << 32 |
-             (uint64_t)(op->uplo & 0xFF) << 40 | (uint64_t)(op->diag & 0xFF) << 48;
-    r.a[3] = (uint64_t)op->atype | (uint64_t)op->btype << 8 | (uint64_t)op->ctype << 16 |
-             (uint64_t)op->dtype << 24 | (uint64_t)op->compute << 32 | (uint64_t)op->scale << 40;
-    r.a[4] = op->workspace;
-    maya_emit_ext(&r, op->ext, BX_WORDS);
-    if (maya_cfg()->verbose > 1)
-        maya_log("%s m=%llu n=%llu k=%llu batch=%llu", op->api, (unsigned long long)op->m,
-                 (unsigned long long)op->n, (unsigned long long)op->k, (unsigned long long)op->batch);
-}
 
 /* ------------------------------------------------------------ handles */
 
@@ -319,50 +226,6 @@ static void op_types(maya_blas_op *op, int a, int b, int cc, int d, int compute,
 static uint64_t ptr(const void *p) { return (uint64_t)(uintptr_t)p; }
 static uint64_t i64(long long v) { return (uint64_t)v; }
 
-static int is_complex(int t) {
-    return t == CUDA_C_16F || t == CUDA_C_16BF || t == CUDA_C_32F || t == CUDA_C_64F ||
-           t == CUDA_C_8I || t == CUDA_C_32I;
-}
-
-/* Compute type implied by a typed routine (S/C single, D/Z double) under the
- * handle's math mode, as cuBLAS documents it. */
-static int implied_compute(const struct cublasContext *h, int single) {
-    int mode = h->math_mode & 0xF;
-    if (single) {
-        if (mode == CUBLAS_TF32_TENSOR_OP_MATH)
-            return CUBLAS_COMPUTE_32F_FAST_TF32;
-        if (mode == CUBLAS_PEDANTIC_MATH)
-            return CUBLAS_COMPUTE_32F_PEDANTIC;
-        if (mode == CUBLAS_FP32_EMULATED_BF16X9_MATH)
-            return CUBLAS_COMPUTE_32F_EMULATED_16BFX9;
-        return CUBLAS_COMPUTE_32F;
-    }
-    if (mode == CUBLAS_PEDANTIC_MATH)
-        return CUBLAS_COMPUTE_64F_PEDANTIC;
-    if (mode == CUBLAS_FP64_EMULATED_FIXEDPOINT_MATH)
-        return CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT;
-    return CUBLAS_COMPUTE_64F;
-}
-
-/* Type of alpha/beta for the *Ex routines: set by the compute type. */
-static int ex_scale_type(int compute, int ctype) {
-    int cplx = is_complex(ctype);
-    switch (compute) {
-    case CUBLAS_COMPUTE_16F:
-    case CUBLAS_COMPUTE_16F_PEDANTIC:
-        return cplx ? CUDA_C_16F : CUDA_R_16F;
-    case CUBLAS_COMPUTE_64F:
-    case CUBLAS_COMPUTE_64F_PEDANTIC:
-    case CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT:
-        return cplx ? CUDA_C_64F : CUDA_R_64F;
-    case CUBLAS_COMPUTE_32I:
-    case CUBLAS_COMPUTE_32I_PEDANTIC:
-        return CUDA_R_32I;
-    default:
-        return cplx ? CUDA_C_32F : CUDA_R_32F;
-    }
-}
-
 static int scalar_bytes(int type) {
     switch (type) {
     case CUDA_R_16F: case CUDA_R_16BF: return 2;
@@ -430,7 +293,7 @@ static cublasStatus_t gemm(maya_call c, const gemm_args *g) {
         if (!h)                                                                                   \
             return CUBLAS_STATUS_NOT_INITIALIZED;                                                 \
         gemm_args g = {#name, handle, transa, transb, m, n, k, alpha, beta, A, B, C,             \
-                       dt, dt, dt, implied_compute(h, single), dt,                                \
+                       dt, dt, dt, maya_blas_implied_compute(h->math_mode, single), dt,                                \
                        lda, ldb, ldc, 0, 0, 0, 1, CUBLAS_GEMM_DEFAULT};                           \
         return gemm(c, &g);                                                                       \
     }
@@ -451,7 +314,7 @@ GEMM_TYPED(cublasZgemm_v2, cuDoubleComplex, CUDA_C_64F, 0)
         if (!h)                                                                                   \
             return CUBLAS_STATUS_NOT_INITIALIZED;                                                 \
         gemm_args g = {#name, handle, transa, transb, m, n, k, alpha, beta, A, B, C,             \
-                       dt, dt, dt, implied_compute(h, single), dt,                                \
+                       dt, dt, dt, maya_blas_implied_compute(h->math_mode, single), dt,                                \
                        lda, ldb, ldc, strideA, strideB, strideC, batchCount, CUBLAS_GEMM_DEFAULT}; \
         return gemm(c, &g);                                                                       \
     }
@@ -473,7 +336,7 @@ GEMM_STRIDED_TYPED(cublasZgemmStridedBatched, cuDoubleComplex, CUDA_C_64F, 0)
         if (!h)                                                                                   \
             return CUBLAS_STATUS_NOT_INITIALIZED;                                                 \
         gemm_args g = {#name, handle, transa, transb, m, n, k, alpha, beta, Aarray, Barray,       \
-                       Carray, dt, dt, dt, implied_compute(h, single), dt,                        \
+                       Carray, dt, dt, dt, maya_blas_implied_compute(h->math_mode, single), dt,                        \
                        lda, ldb, ldc, 0, 0, 0, batchCount, CUBLAS_GEMM_DEFAULT};                  \
         return gemm(c, &g);                                                                       \
     }
@@ -493,7 +356,7 @@ MAYA_EXPORT cublasStatus_t cublasSgemmEx(cublasHandle_t handle, cublasOperation_
     if (!h)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     gemm_args g = {"cublasSgemmEx", handle, transa, transb, m, n, k, alpha, beta, A, B, C,
-                   Atype, Btype, Ctype, implied_compute(h, 1), CUDA_R_32F,
+                   Atype, Btype, Ctype, maya_blas_implied_compute(h->math_mode, 1), CUDA_R_32F,
                    lda, ldb, ldc, 0, 0, 0, 1, CUBLAS_GEMM_DEFAULT};
     return gemm(c, &g);
 }
@@ -506,7 +369,7 @@ MAYA_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t
                                         cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
     maya_call c = maya_enter();
     gemm_args g = {"cublasGemmEx", handle, transa, transb, m, n, k, alpha, beta, A, B, C,
-                   Atype, Btype, Ctype, computeType, ex_scale_type(computeType, Ctype),
+                   Atype, Btype, Ctype, computeType, maya_blas_ex_scale_type(computeType, Ctype),
                    lda, ldb, ldc, 0, 0, 0, 1, algo};
     return gemm(c, &g);
 }
@@ -519,7 +382,7 @@ MAYA_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(
     cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
     maya_call c = maya_enter();
     gemm_args g = {"cublasGemmStridedBatchedEx", handle, transa, transb, m, n, k, alpha, beta,
-                   A, B, C, Atype, Btype, Ctype, computeType, ex_scale_type(computeType, Ctype),
+                   A, B, C, Atype, Btype, Ctype, computeType, maya_blas_ex_scale_type(computeType, Ctype),
                    lda, ldb, ldc, strideA, strideB, strideC, batchCount, algo};
     return gemm(c, &g);
 }
@@ -533,7 +396,7 @@ MAYA_EXPORT cublasStatus_t cublasGemmBatchedEx(
     maya_call c = maya_enter();
     gemm_args g = {"cublasGemmBatchedEx", handle, transa, transb, m, n, k, alpha, beta,
                    Aarray, Barray, Carray, Atype, Btype, Ctype, computeType,
-                   ex_scale_type(computeType, Ctype), lda, ldb, ldc, 0, 0, 0, batchCount, algo};
+                   maya_blas_ex_scale_type(computeType, Ctype), lda, ldb, ldc, 0, 0, 0, batchCount, algo};
     return gemm(c, &g);
 }
 
@@ -555,7 +418,7 @@ MAYA_EXPORT cublasStatus_t cublasGemmBatchedEx(
         op.m = (uint64_t)m;                                                                       \
         op.n = (uint64_t)n;                                                                       \
         op.transa = trans;                                                                        \
-        op_types(&op, dt, dt, dt, dt, implied_compute(h, single), dt);                            \
+        op_types(&op, dt, dt, dt, dt, maya_blas_implied_compute(h->math_mode, single), dt);                            \
         op_scalars(&op, h, alpha, beta, dt);                                                      \
         op.ext[BX_LDA] = i64(lda);                                                                \
         op.ext[BX_LDB] = i64(incx);                                                               \
@@ -649,7 +512,7 @@ static cublasStatus_t trsm(maya_call c, const char *api, cublasHandle_t handle,
     op.side = side;
     op.uplo = uplo;
     op.diag = diag;
-    op_types(&op, dt, dt, BLAS_NO_TYPE, dt, implied_compute(h, single), dt);
+    op_types(&op, dt, dt, BLAS_NO_TYPE, dt, maya_blas_implied_compute(h->math_mode, single), dt);
     op_scalars(&op, h, alpha, NULL, dt);
     op.ext[BX_LDA] = i64(lda);
     op.ext[BX_LDB] = op.ext[BX_LDD] = i64(ldb);
@@ -714,7 +577,7 @@ static int solver_begin(maya_blas_op *op, cublasHandle_t handle, const char *api
     op->k = (uint64_t)k;
     op->batch = (uint64_t)batch;
     op_types(op, dt, BLAS_NO_TYPE, BLAS_NO_TYPE, BLAS_NO_TYPE,
-             implied_compute(h, dt == CUDA_R_32F || dt == CUDA_C_32F), BLAS_NO_TYPE);
+             maya_blas_implied_compute(h->math_mode, dt == CUDA_R_32F || dt == CUDA_C_32F), BLAS_NO_TYPE);
     return CUBLAS_STATUS_SUCCESS;
 }
 

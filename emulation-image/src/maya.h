@@ -87,6 +87,7 @@ enum maya_kind {
     MK_NOTE = 30,
     MK_SET_DEVICE = 31,
     MK_THREAD = 32,       /* a0=thread index, a1=name str, a2=OS thread id: written before the thread's first record */
+    MK_DEVICE_TIME = 33,  /* record mode: measured device work of the operation record before it */
     MK_CONT = 0xFF,       /* continuation slot: bytes 8..63 belong to the record before */
 };
 

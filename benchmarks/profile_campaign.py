@@ -1,0 +1,110 @@
+"""Profiling campaign for one GPU machine (run through the device tool).
+
+    python3 benchmarks/profile_campaign.py --out $OUT [--jobs smoke|sweeps|examples|all] [--budget-s 560]
+
+Builds the record-mode interposer on the machine, then runs each job under
+``maya record`` (the sweeps of benchmarks/profiling/sweep.py, the example
+models at their default and held-out sizes) and packs the traces with their
+record.json into a few .tar.xz files under --out.  Back on the CPU host,
+``benchmarks/build_profiles.py`` emulates the same jobs and joins the two
+into the profile tables the estimators are fitted on.  Standard library only
+(numpy for the short report); the machine's own Python and torch run the jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.profiling_jobs import JOBS  # noqa: E402
+
+
+def sh(cmd: list[str], log: list[dict], timeout: float, **kw: object) -> int:
+    t0 = time.time()
+    try:
+        rc = subprocess.run(cmd, cwd=ROOT, timeout=max(timeout, 1), **kw).returncode  # type: ignore[call-overload]
+    except subprocess.TimeoutExpired:
+        rc = 124
+    log.append({"cmd": cmd, "rc": rc, "wall_s": round(time.time() - t0, 1)})
+    print(f"[campaign] rc={rc} {time.time() - t0:6.1f}s  {' '.join(cmd)}", flush=True)
+    return rc
+
+
+def report(folder: Path) -> dict[str, object]:
+    """Counts of the recorded trace: operations and how many carry device times."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("maya_trace", ROOT / "predictor" / "trace.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["maya_trace"] = mod
+    spec.loader.exec_module(mod)
+    out: dict[str, object] = {}
+    for path in sorted(folder.glob("rank*.mayatrace")):
+        t = mod.read_trace(path)
+        kinds = t.records["kind"]
+        ops = int(sum((kinds == k).sum() for k in (3, 4, 5, 24, 25, 27)))
+        timed = int((kinds == 33).sum())
+        busy = 0.0
+        dt = t.records[kinds == 33]
+        if len(dt):
+            busy = float((dt["a"][:, 1] - dt["a"][:, 0]).sum()) / 1e9
+        out[path.name] = {"kinds": t.kind_counts(), "ops": ops, "device_times": timed, "device_busy_s": round(busy, 4)}
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--jobs", default="all", help="smoke, sweeps, examples, all, or job names separated by commas")
+    p.add_argument("--budget-s", type=float, default=560.0)
+    p.add_argument("--python", default=sys.executable)
+    a = p.parse_args()
+    t_end = time.time() + a.budget_s
+    a.out.mkdir(parents=True, exist_ok=True)
+    work = Path("/tmp/maya-campaign")
+    work.mkdir(parents=True, exist_ok=True)
+    log: list[dict] = []
+    rc = sh(["make", "-s", "-C", "emulation-image", "build/libmaya_record.so", f"PYTHON={a.python}"], log, 300)
+    if rc != 0:
+        (a.out / "campaign.json").write_text(json.dumps({"log": log}, indent=1))
+        return rc
+    groups = {"smoke": ["smoke"], "sweeps": [n for n in JOBS if n.startswith("sweep-")],
+              "examples": [n for n in JOBS if n.startswith(("example-", "held-out-"))]}
+    groups["all"] = groups["sweeps"] + groups["examples"]
+    names = [n for part in a.jobs.split(",") for n in groups.get(part, [part])]
+    done: dict[str, object] = {}
+    for name in names:
+        left = t_end - time.time()
+        if left < 20:
+            print(f"[campaign] out of budget before {name}", flush=True)
+            break
+        folder = work / name
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        cmd = [a.python, "-m", "maya", "record", "--out", str(folder), "--", a.python, *JOBS[name]]
+        rc = sh(cmd, log, left - 10, env=env)
+        done[name] = {"rc": rc, **report(folder)}
+        print(json.dumps({name: done[name]})[:2000], flush=True)
+    by_group: dict[str, list[str]] = {}
+    for name in done:
+        group = "sweeps" if name.startswith("sweep-") else "examples" if name != "smoke" else "smoke"
+        by_group.setdefault(group, []).append(name)
+    for group, members in by_group.items():
+        with tarfile.open(a.out / f"{group}.tar.xz", "w:xz", preset=6) as tar:
+            for name in members:
+                tar.add(work / name, arcname=name)
+    (a.out / "campaign.json").write_text(json.dumps({"log": log, "jobs": done}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
