@@ -65,6 +65,7 @@ class Kind(enum.IntEnum):
     NOTE = 30
     SET_DEVICE = 31
     THREAD = 32
+    DEVICE_TIME = 33
     CONT = 0xFF
 
 

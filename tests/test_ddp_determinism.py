@@ -17,6 +17,7 @@ Covers, with ``torchrun --standalone --nproc-per-node 2`` under ``maya emulate``
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,9 @@ for step in range(3):
     ends.append(torch.cuda.memory_allocated())
     peaks.append(torch.cuda.max_memory_allocated())
     time.sleep(pause)  # the watchdog polls every 100 ms of host time
-print("RESULT " + json.dumps({"rank": rank, "ends": ends, "peaks": peaks}), flush=True)
+# One write of under PIPE_BUF bytes: the two ranks share the pipe, and print() writes the
+# text and its newline separately, so their lines could interleave.
+os.write(1, ("RESULT " + json.dumps({"rank": rank, "ends": ends, "peaks": peaks}) + "\\n").encode())
 dist.destroy_process_group()
 """
 
@@ -69,10 +72,9 @@ def device_operations(path: Path) -> tuple[list[tuple], list[str]]:
 
 def results(stdout: str) -> dict[int, dict]:
     out = {}
-    for line in stdout.splitlines():
-        if line.startswith("RESULT "):
-            d = json.loads(line[len("RESULT "):])
-            out[d["rank"]] = d
+    for m in re.finditer(r"RESULT (\{[^{}]*\})", stdout):
+        d = json.loads(m.group(1))
+        out[d["rank"]] = d
     return out
 
 
