@@ -1,0 +1,243 @@
+"""Device operations, alignment and profile tables (maya.predictor.ops, .align, .profiles).
+
+Covers:
+- a KERNEL and a BLAS operation written by an "emulated" and a "recorded"
+  trace with different function ids, string ids and pointers give equal Ops;
+  captured records are skipped; DNN parameters and kernel names are read;
+- DEVICE_TIME records: span and busy time of a multi-kernel operation, with
+  STRING records between the operation and its times;
+- alignment: an extra operation on one side; any DNN matches any DNN; a
+  periodic sequence with one operation dropped stays in step (difflib would
+  pair step k with step k+1); traces are aligned per thread name;
+- Op and profile rows round-trip through CSV; the gzip table keeps its stamp;
+  load_profiles reads a GPU's folder; rows_from_pair aggregates repeats
+  (median, n, spread) and counts unmatched recorded operations.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from maya.predictor.align import align, align_traces
+from maya.predictor.ops import BLAS_WORDS, Op, device_ops, differing_fields, measured
+from maya.predictor.profiles import ProfileRow, load_profiles, read_table, rows_from_pair, write_table
+from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
+
+SGEMM = "_Z13ampere_sgemmPfS_"
+COPY = "_ZN2at6native29vectorized_elementwise_kernelILi4E"
+SDPA_KERNEL = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64"
+GRID = 4 | 1 << 32 | 1 << 48
+BLOCK = 128 | 1 << 16 | 1 << 32
+
+
+@dataclass
+class Spec:
+    """One device operation to write: kind 'kernel', 'blas', 'dnn', 'memcpy' or 'memset'."""
+
+    kind: str
+    name: str = ""
+    size: int = 1024
+    times: Sequence[tuple[int, int, str]] = field(default_factory=list)  # recorded: (start, end, kernel name)
+
+
+def build(path: Path, specs: Sequence[Spec], *, recorded: bool, thread: str = "python",
+          captured: Sequence[Spec] = ()) -> Path:
+    """A trace as emulation (recorded=False) or record mode (recorded=True) writes it.
+
+    The two styles differ in everything that is not the operation itself:
+    function ids, string ids, pointers, DNN naming and DEVICE_TIME records."""
+    w = TraceWriter(gpu_name="H100-SXM-80GB")
+    if recorded:
+        w.string("padding: shifts every later string id")
+    w.record(Kind.THREAD, a=[0, w.string(thread), 4242])
+    funcs: dict[str, int] = {}
+    base = 0x7F0000000000 if recorded else 0x200000000
+    t = 0
+
+    def func(name: str) -> int:
+        if name not in funcs:
+            funcs[name] = len(funcs) + (100 if recorded else 1)
+            w.record(Kind.FUNC, a=[funcs[name], w.string(name), w.string(name)])
+        return funcs[name]
+
+    def emit(s: Spec, flags: int = 0) -> None:
+        nonlocal t
+        t += 1000
+        ptr = base + t
+        if s.kind == "kernel":
+            w.record(Kind.KERNEL, flags=flags | Flag.ASYNC, t_ns=t, a=[func(s.name), GRID, BLOCK, 0])
+        elif s.kind == "blas":
+            ext = [0] * BLAS_WORDS
+            ext[0:4] = [s.size] * 4
+            ext[12:16] = [ptr, ptr + 8, ptr + 16, ptr + 16]
+            w.record(Kind.BLAS, flags=flags | Flag.ASYNC, t_ns=t, a32=w.string(s.name),
+                     a=[s.size | s.size << 32, s.size | 1 << 32, 0, 0x4400000000, 1 << 20], ext=ext)
+        elif s.kind == "dnn" and recorded:
+            w.record(Kind.DNN, flags=flags | Flag.ASYNC, t_ns=t, a32=w.string("cudnnBackendExecute"))
+        elif s.kind == "dnn":
+            params = [8, 12, 12, s.size, s.size, 64, 64, 0x3FC0000000000000, 0]
+            kernels = [w.string("Memset (Device)"), w.string(SDPA_KERNEL)]
+            w.record(Kind.DNN, flags=flags | Flag.ASYNC, t_ns=t, a32=w.string("sdpa_fprop"),
+                     a=[256, 7 << 32 | 2, 9, len(params) | len(kernels) << 16 | 3 << 32, 1234],
+                     ext=[*params, *kernels, 11, 22, 33])
+        elif s.kind == "memcpy":
+            w.record(Kind.MEMCPY, flags=flags | Flag.ASYNC, t_ns=t, a32=1, a=[ptr, ptr + 64, s.size, 1])
+        elif s.kind == "memset":
+            w.record(Kind.MEMSET, flags=flags | Flag.ASYNC, t_ns=t, a=[ptr, s.size, 0])
+        for start, end, name in s.times if recorded else ():
+            sid = w.string(name)  # record mode interns the name right before its DEVICE_TIME
+            w.record(Kind.DEVICE_TIME, t_ns=start, a32=0, a=[start, end, sid, GRID, BLOCK])
+
+    for s in captured:
+        emit(s, Flag.CAPTURED)
+    for s in specs:
+        emit(s)
+    w.record(Kind.DEVICE_SYNC, t_ns=t + 1)
+    w.write(path)
+    return path
+
+
+def test_the_same_operations_from_an_emulated_and_a_recorded_trace_are_equal(tmp_path: Path) -> None:
+    specs = [Spec("kernel", COPY, times=[(10, 30, COPY)]), Spec("blas", "cublasSgemm_v2", 256, [(40, 90, SGEMM)]),
+             Spec("memcpy", size=4096, times=[(100, 150, "memcpy")]), Spec("memset", size=64)]
+    emu = read_trace(build(tmp_path / "e", specs, recorded=False, captured=[Spec("kernel", SGEMM)]))
+    rec = read_trace(build(tmp_path / "r", specs, recorded=True))
+    ops_e, ops_r = device_ops(emu), device_ops(rec)
+    assert [op for _, op in ops_e] == [op for _, op in ops_r]  # captured launch skipped
+    kernel, blas, memcpy, memset = (op for _, op in ops_e)
+    assert kernel == Op(Kind.KERNEL, COPY, 0, (0, GRID, BLOCK, 0, 0))
+    assert blas.name == "cublasSgemm_v2" and blas.a[0] == 256 | 256 << 32 and len(blas.params) == BLAS_WORDS
+    assert blas.params[:4] == (256,) * 4 and not any(blas.params[12:])  # pointers zeroed
+    assert memcpy == Op(Kind.MEMCPY, "", 1, (0, 0, 4096, 1, 0))
+    assert memset == Op(Kind.MEMSET, "", 0, (0, 64, 0, 0, 0))
+    assert {op.signature() for _, op in ops_e} == {op.signature() for _, op in ops_r}
+    assert all(rec.records[i]["kind"] == op.kind for i, op in ops_r)
+
+
+def test_dnn_operations_keep_parameters_and_kernel_names(tmp_path: Path) -> None:
+    emu = read_trace(build(tmp_path / "e", [Spec("dnn", size=1024)], recorded=False))
+    (_, op), = device_ops(emu)
+    assert op.name == "sdpa_fprop" and op.params[:4] == (8, 12, 12, 1024) and len(op.params) == 9
+    assert op.kernels == ("Memset (Device)", SDPA_KERNEL)
+    rec = read_trace(build(tmp_path / "r", [Spec("dnn")], recorded=True))
+    (_, rop), = device_ops(rec)
+    assert rop.name == "cudnnBackendExecute" and rop.params == () and rop.kernels == ()
+    assert {"name", "a0", "params", "kernels"} <= set(differing_fields(op, rop))
+
+
+def test_measured_span_and_busy_time_of_multi_kernel_operations(tmp_path: Path) -> None:
+    specs = [
+        Spec("dnn", times=[(1000, 1100, "memset"), (1200, 1700, SDPA_KERNEL)]),
+        Spec("blas", "cublasLtMatmul", times=[(2000, 2300, SGEMM), (2250, 2400, COPY), (2500, 2600, COPY)]),
+        Spec("kernel", COPY, times=[(3000, 3010, COPY)]),
+        Spec("kernel", COPY),  # caused no device time
+    ]
+    rec = read_trace(build(tmp_path / "r", specs, recorded=True))
+    times = measured(rec)
+    dnn, blas, k1, k2 = (i for i, _ in device_ops(rec))
+    assert times[dnn].span_ns == 700 and times[dnn].busy_ns == 600 and times[dnn].n == 2
+    assert times[dnn].kernels == ("memset", SDPA_KERNEL)
+    assert times[blas].span_ns == 600 and times[blas].busy_ns == 300 + 150 + 100
+    assert times[blas].kernels == (SGEMM, COPY, COPY) and times[blas].n == 3
+    assert times[k1] == (10, 10, (COPY,), 1)
+    assert k2 not in times and len(times) == 3
+    assert measured(read_trace(build(tmp_path / "e", specs, recorded=False))) == {}
+
+
+def _op(name: str, kind: int = Kind.KERNEL) -> Op:
+    return Op(kind, name, 0, (0, 1, 1, 0, 0))
+
+
+def test_align_with_an_extra_operation_on_one_side() -> None:
+    a = [_op("x"), _op("y"), _op("z")]
+    b = [_op("x"), _op("extra"), _op("y"), _op("z")]
+    assert align(a, b) == [(0, 0), (None, 1), (1, 2), (2, 3)]
+    assert align(b, a) == [(0, 0), (1, None), (2, 1), (3, 2)]
+    assert align([], b) == [(None, j) for j in range(4)]
+    assert align(a, []) == [(i, None) for i in range(3)]
+    # A differing stretch: A's side first, then B's.
+    assert align([_op("x"), _op("p"), _op("z")], [_op("x"), _op("q"), _op("z")]) == [
+        (0, 0), (1, None), (None, 1), (2, 2)]
+
+
+def test_any_dnn_matches_any_dnn() -> None:
+    emu = [_op("k"), Op(Kind.DNN, "sdpa_fprop", 0, (1, 2, 3, 4, 5)), _op("k")]
+    rec = [_op("k"), Op(Kind.DNN, "cudnnBackendExecute", 0, (0, 0, 0, 0, 0)), _op("k")]
+    assert align(emu, rec) == [(0, 0), (1, 1), (2, 2)]
+    assert align([Op(Kind.BLAS, "cublasGemmEx", 0, (0,) * 5)], [_op("cublasGemmEx")]) == [(0, None), (None, 0)]
+
+
+def test_a_periodic_trace_with_one_operation_dropped_stays_in_step() -> None:
+    step = [_op(f"k{i % 7}") for i in range(40)] + [_op("optimizer")]
+    a = step * 30
+    b = a[:400] + a[401:]  # one launch missing in step 10
+    pairs = align(a, b)
+    matched = [(i, j) for i, j in pairs if i is not None and j is not None]
+    assert len(matched) == len(a) - 1
+    assert (400, None) in pairs or all(i != 400 for i, _ in matched)
+    assert all(a[i] == b[j] for i, j in matched)
+    assert [i for i, _ in pairs if i is not None] == list(range(len(a)))
+    assert [j for _, j in pairs if j is not None] == list(range(len(b)))
+
+
+def test_traces_are_aligned_per_thread_name(tmp_path: Path) -> None:
+    main = [Spec("kernel", COPY), Spec("kernel", SGEMM)]
+    a = read_trace(build(tmp_path / "a", main, recorded=False, thread="python3.11"))
+    b = read_trace(build(tmp_path / "b", [*main, Spec("memset")], recorded=True, thread="python"))
+    pairs = align_traces(a, b)
+    assert [(p.op_a is not None, p.op_b is not None) for p in pairs] == [(True, True), (True, True), (False, True)]
+    assert {p.thread for p in pairs} == {"python3.11 | python"}
+
+
+def test_op_and_profile_rows_round_trip_through_csv(tmp_path: Path) -> None:
+    ops = [
+        Op(Kind.DNN, "conv_fprop", 0, (0, 2**64 - 1, 3, 4, 5), (1, 2, 2**63), ("a<b, c>", 'say "hi"')),
+        Op(Kind.MEMCPY, "", 2, (0, 0, 4096, 1 << 32, 0), pinned=True),
+        Op(Kind.BLAS, "cublasLtMatmul", 0, (1, 2, 3, 4, 5), tuple(range(BLAS_WORDS))),
+    ]
+    for op in ops:
+        assert Op.from_row(op.to_row()) == op
+    rows = [ProfileRow(op, 1000 + i, 900, 3, 0.25, "example:gpt") for i, op in enumerate(ops)]
+    stamp = {"gpu": "H100-SXM-80GB", "driver": "580.95", "cuda": "13.0", "cublas": "13.1", "cudnn": "9.19",
+             "nccl": "2.27", "torch": "2.11.0+cu130", "date": "2026-11-22", "command": "test"}
+    path = tmp_path / "H100-SXM-80GB" / "examples.csv.gz"
+    path.parent.mkdir()
+    write_table(path, rows, stamp)
+    first = gzip.open(path, "rt").readline()
+    assert first.startswith("# stamp {") and '"gpu": "H100-SXM-80GB"' in first
+    assert read_table(path) == (stamp, rows)
+    data = path.read_bytes()
+    write_table(path, rows, stamp)
+    assert path.read_bytes() == data  # reproducible
+    assert load_profiles("H100-SXM-80GB", root=tmp_path) == rows
+    assert load_profiles("B200", root=tmp_path) == []
+    (tmp_path / "bad.csv.gz").write_bytes(gzip.compress(b"kind,name\n"))
+    with pytest.raises(ValueError, match="not a profile table"):
+        read_table(tmp_path / "bad.csv.gz")
+
+
+def test_rows_from_pair_aggregates_repeats_and_counts_unmatched(tmp_path: Path) -> None:
+    def specs(recorded_extra: bool) -> list[Spec]:
+        out = []
+        for i, dur in enumerate((100, 120, 200)):
+            t = 10_000 * (i + 1)
+            out += [Spec("dnn", size=512, times=[(t, t + 50, "memset"), (t + 60, t + 60 + dur, SDPA_KERNEL)]),
+                    Spec("kernel", COPY, times=[(t + 500, t + 510 + i, COPY)])]
+        if recorded_extra:
+            out.append(Spec("kernel", SGEMM, times=[(90_000, 91_000, SGEMM)]))
+        return out
+
+    emu = read_trace(build(tmp_path / "e", specs(False), recorded=False))
+    rec = read_trace(build(tmp_path / "r", specs(True), recorded=True))
+    rows, unmatched = rows_from_pair(emu, rec, "attention")
+    assert unmatched == 1
+    dnn, copy = rows
+    assert dnn.op.name == "sdpa_fprop" and dnn.op.params[3] == 512  # features from the emulated side
+    assert (dnn.n, dnn.dur_ns, dnn.busy_ns, dnn.source) == (3, 180, 170, "attention")
+    assert dnn.spread == pytest.approx((260 - 160) / 180)
+    assert (copy.n, copy.dur_ns, copy.busy_ns) == (3, 11, 11)
