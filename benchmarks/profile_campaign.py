@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -92,6 +93,8 @@ def main() -> int:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         cmd = [a.python, "-m", "maya", "record", "--out", str(folder), "--", a.python, *JOBS[name]]
         rc = sh(cmd, log, left - 10, env=env)
+        # The exact script that ran, so the CPU side emulates the same sequence.
+        shutil.copy(ROOT / JOBS[name][0], folder / "job.py")
         done[name] = {"rc": rc, **report(folder)}
         print(json.dumps({name: done[name]})[:2000], flush=True)
     by_group: dict[str, list[str]] = {}

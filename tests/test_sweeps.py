@@ -1,0 +1,163 @@
+"""Profiling sweep (benchmarks/profiling/sweep.py): plans, and the tiny parts under emulation.
+
+Covers:
+- every full plan (built without CUDA) is deterministic, holds distinct
+  operations, fits the GPU-time budget with warm-up and repeats (under the
+  90 s a part may take on an H100), the wall-time budget (host time of
+  cuDNN's plan building included) and the per-operation memory cap;
+- each part at ``--size tiny`` runs under ``maya emulate`` with no unsupported
+  API, and its trace holds the part's kind of work:
+  gemm: BLAS records with the swept m, n, k, batch (cuBLAS's column-major
+  order: torch's n x m), the cuBLASLt bias and GELU epilogues, TF32;
+  attention: cuDNN ``sdpa_fprop``/``sdpa_bprop`` records with B, H, Hk, Sq,
+  Skv, D, the flash-attention and memory-efficient kernels, the math
+  backend's batched GEMMs;
+  dnn: ``conv_fprop``/``conv_dgrad``/``conv_wgrad`` records with N, C, K and
+  batch-norm records with N, C, H*W;
+  memory: kernels only (softmax, layer norm, foreach, fused AdamW, embedding
+  backward, cat, dropout, loss, gather/scatter);
+  copy: host-to-device and device-to-host copies, pinned and pageable, and
+  device-to-device copies, of the swept sizes;
+- every BLAS and DNN operation is issued four times (warm-up + 3 repeats) per call site;
+- two emulated runs of a part issue the same device operations in the same
+  order (kind, name and every field but pointers and ids).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from emulated import REPO, EmulatedRun, run_emulated
+
+from maya.predictor.ops import Op, device_ops
+from maya.predictor.trace import Kind, read_trace
+
+SWEEP = REPO / "benchmarks" / "profiling" / "sweep.py"
+PARTS = ("gemm", "attention", "dnn", "memory", "copy")
+CALLS = 4  # warm-up + the default 3 repeats
+
+
+def load_sweep() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("profiling_sweep", SWEEP)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def sweep() -> ModuleType:
+    return load_sweep()
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_full_plan_fits_budget(sweep, part):
+    ops = sweep.PLANS[part]("full")
+    again = sweep.PLANS[part]("full")
+    assert [op.label for op in ops] == [op.label for op in again]
+    assert len({op.label for op in ops}) == len(ops)
+    assert len(ops) >= 100
+    seconds = sum(op.seconds for op in ops) * CALLS
+    assert seconds <= sweep.BUDGET_S <= 90
+    assert sum(op.wall_s for op in ops) <= sweep.WALL_BUDGET_S
+    assert max(op.device_bytes for op in ops) <= sweep.MEMORY_CAP <= 60 * 2**30
+
+
+def _run_tiny(part: str, tmp_path: Path) -> EmulatedRun:
+    run = run_emulated(SWEEP.read_text(), tmp_path, args=["--part", part, "--size", "tiny"], timeout=90)
+    assert run.returncode == 0, run.output
+    assert run.rank0["unsupported_apis"] == [], run.rank0["unsupported_apis"]
+    return run
+
+
+@pytest.fixture(scope="module", params=PARTS)
+def runs(request, tmp_path_factory) -> tuple[str, list[list[Op]]]:
+    """Two emulated runs of one tiny part: its device operations, in order."""
+    part = request.param
+    out = []
+    for i in range(2):
+        run = _run_tiny(part, tmp_path_factory.mktemp(f"{part}{i}"))
+        out.append([op for _, op in device_ops(read_trace(run.trace_path()))])
+    return part, out
+
+
+def test_runs_are_deterministic(runs):
+    part, (first, second) = runs
+    assert len(first) == len(second), part
+    for i, (x, y) in enumerate(zip(first, second, strict=True)):
+        assert x.signature() == y.signature(), (part, i, x.label(), y.label())
+
+
+def _blas_shape(op: Op) -> tuple[int, int, int, int]:
+    return op.a[0] & 0xFFFFFFFF, op.a[0] >> 32, op.a[1] & 0xFFFFFFFF, op.a[1] >> 32
+
+
+def _kernel_names(ops: list[Op]) -> set[str]:
+    return {op.name for op in ops if op.kind == Kind.KERNEL}
+
+
+def _check_gemm(ops: list[Op]) -> None:
+    blas = [op for op in ops if op.kind == Kind.BLAS]
+    # torch's (m, n, k, batch) of the tiny plan, as cuBLAS sees them (column-major: n, m).
+    assert {_blas_shape(op) for op in blas} == {
+        (128, 64, 32, 1), (64, 96, 48, 1), (17, 33, 65, 1), (64, 128, 32, 1), (96, 64, 32, 1), (64, 64, 64, 1),
+        (64, 32, 16, 4), (32, 16, 64, 3),
+    }
+    assert {op.name for op in blas} >= {"cublasGemmEx", "cublasSgemm_v2", "cublasLtMatmul",
+                                        "cublasGemmStridedBatchedEx"}
+    assert {(op.a[2] >> 16) & 0xFFFF for op in blas} == {0, 4, 36}  # no epilogue, BIAS, GELU_BIAS
+    assert {(op.a[3] >> 32) & 0xFF for op in blas} == {68, 77}  # CUBLAS_COMPUTE_32F and _32F_FAST_TF32
+
+
+def _check_attention(ops: list[Op]) -> None:
+    dnn = [op for op in ops if op.kind == Kind.DNN]
+    assert {op.name for op in dnn} == {"sdpa_fprop", "sdpa_bprop"}
+    assert {op.params[:6] for op in dnn} == {(2, 4, 4, 128, 128, 64), (1, 8, 2, 96, 160, 128)}
+    names = _kernel_names(ops)
+    for marker in ("flash_fwd_kernel", "flash_bwd_dq_dk_dv", "fmha_cutlassF", "fmha_cutlassB", "softmax_warp"):
+        assert any(marker in n for n in names), marker
+    assert "cublasSgemmStridedBatched" in {op.name for op in ops if op.kind == Kind.BLAS}  # the math backend
+
+
+def _check_dnn(ops: list[Op]) -> None:
+    dnn = [op for op in ops if op.kind == Kind.DNN]
+    by_name = Counter(op.name for op in dnn)
+    assert set(by_name) == {"conv_fprop", "conv_dgrad", "conv_wgrad", "batchnorm_fwd_training", "batchnorm_bwd"}
+    assert by_name["conv_fprop"] == 4 * CALLS and by_name["conv_dgrad"] == 3 * CALLS  # the RGB stem: no dgrad
+    convs = {op.params[:3] for op in dnn if op.name.startswith("conv")}
+    assert convs == {(2, 16, 32), (2, 32, 16), (2, 3, 16), (2, 32, 32)}
+    norms = {op.params[:3] for op in dnn if op.name.startswith("batchnorm")}
+    assert norms == {(2, 16, 16 * 16), (2, 32, 8 * 8)}
+
+
+def _check_memory(ops: list[Op]) -> None:
+    assert not [op for op in ops if op.kind in (Kind.BLAS, Kind.DNN)]
+    names = _kernel_names(ops)
+    for marker in ("SoftMaxForward", "SoftMaxBackward", "layer_norm_kernel", "multi_tensor_apply", "fused_adamw",
+                   "EmbeddingBackward", "CatArrayBatchedCopy", "fused_dropout", "nll_loss_backward",
+                   "scatter_gather", "GeluBackwardCUDAKernel", "reduce_kernel"):
+        assert any(marker in n for n in names), marker
+
+
+def _check_copy(ops: list[Op]) -> None:
+    copies = Counter((op.a32, op.a[2], op.pinned) for op in ops if op.kind == Kind.MEMCPY)
+    expected = {(kind, size, pinned) for kind in (1, 2) for size in (1024, 3 << 16) for pinned in (False, True)}
+    expected |= {(3, size, False) for size in (1024, 3 << 16)}
+    assert copies == dict.fromkeys(expected, CALLS)
+
+
+CHECKS = {"gemm": _check_gemm, "attention": _check_attention, "dnn": _check_dnn, "memory": _check_memory,
+          "copy": _check_copy}
+
+
+def test_part_records(runs):
+    part, (ops, _) = runs
+    CHECKS[part](ops)
+    issued = Counter(op.signature() for op in ops if op.kind in (Kind.BLAS, Kind.DNN))
+    assert all(n % CALLS == 0 for n in issued.values()), part  # the math backend runs some GEMMs twice a call
