@@ -1,9 +1,18 @@
 """The ``maya`` command line.
 
     maya emulate --gpu NAME [--gpus N] [--gpus-per-node M] --out DIR -- COMMAND...
+    maya record --out DIR -- COMMAND...          (on a machine with a real GPU)
     maya gpus
     maya summary DIR
     maya trace FILE
+    maya trace diff A B [--json] [--limit N]
+    maya estimators fit --gpu NAME
+    maya estimators evaluate --gpu NAME [--json]
+
+``trace`` takes either one file (header and record counts) or the word
+``diff`` and two files: an operation-by-operation comparison of two traces of
+the same script, e.g. emulated and recorded on a GPU (a file named ``diff``
+is given as ``./diff``).
 """
 
 from __future__ import annotations
@@ -39,11 +48,32 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--gpus", type=int, default=None, help="GPUs visible to each process (default: --gpus-per-node)")
     e.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per virtual node (default 8)")
     e.add_argument("--out", required=True, type=Path, help="output folder for traces and summary.json")
+    r = sub.add_parser(
+        "record",
+        help="run a command on a real GPU, tracing it with measured device times",
+        usage="maya record --out DIR -- COMMAND...",
+        description="Run COMMAND unchanged on this machine's real GPU and write the same trace as 'maya emulate', "
+        "with the measured device time of every kernel, copy and memset, into DIR.",
+    )
+    r.add_argument("--out", required=True, type=Path, help="output folder for traces and record.json")
     sub.add_parser("gpus", help="list the GPU catalog")
     s = sub.add_parser("summary", help="summarise the output folder of an earlier run again")
     s.add_argument("dir", type=Path)
-    t = sub.add_parser("trace", help="print a trace file's header and record counts")
-    t.add_argument("file", type=Path)
+    t = sub.add_parser(
+        "trace",
+        help="print a trace file's header and record counts, or compare two traces",
+        usage="maya trace FILE\n       maya trace diff A B [--json] [--limit N]",
+        description="With FILE: its header and record counts.  With 'diff A B': align the device operations "
+        "of two traces of the same script (e.g. emulated and recorded on a GPU) and report what matched, "
+        "which fields differ, what only one side ran, and how much measured device time the matches cover.",
+    )
+    t.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    t.add_argument("--json", action="store_true", help="diff: print the report as JSON")
+    t.add_argument("--limit", type=int, default=10, help="diff: how many examples of each difference (default 10)")
+    k = sub.add_parser("estimators", help="fit the kernel-time estimators, or measure them on held-out profiles")
+    k.add_argument("action", choices=("fit", "evaluate"))
+    k.add_argument("--gpu", required=True, help="catalog name (see 'maya gpus'), case-insensitive")
+    k.add_argument("--json", action="store_true", help="evaluate: print the full report as JSON")
     return p
 
 
@@ -86,6 +116,16 @@ def _cmd_emulate(args: argparse.Namespace, command: list[str]) -> int:
         return 2
 
 
+def _cmd_record(args: argparse.Namespace, command: list[str]) -> int:
+    from maya.record import RecordError, RecordOptions, record
+
+    try:
+        return record(RecordOptions(out=args.out, command=command))
+    except RecordError as e:
+        print(f"maya: {e}", file=sys.stderr)
+        return 2
+
+
 def _cmd_summary(directory: Path) -> int:
     from maya.summary import render, summarize
 
@@ -98,14 +138,66 @@ def _cmd_summary(directory: Path) -> int:
     return 0
 
 
-def _cmd_trace(path: Path) -> int:
-    from maya.predictor.trace import read_trace
+def _cmd_trace(args: argparse.Namespace) -> int:
+    from maya.predictor.trace import TraceError, read_trace
 
-    t = read_trace(path)
+    files: list[Path] = args.files
+    is_diff = str(files[0]) == "diff"
+    if (is_diff and len(files) != 3) or (not is_diff and len(files) != 1):
+        print("usage: maya trace FILE | maya trace diff A B [--json] [--limit N]", file=sys.stderr)
+        return 2
+    if not is_diff and (args.json or args.limit != 10):
+        print("maya trace: --json and --limit apply to 'maya trace diff'", file=sys.stderr)
+        return 2
+    try:
+        if is_diff:
+            return _trace_diff(files[1], files[2], args.json, args.limit)
+        t = read_trace(files[0])
+    except (OSError, TraceError) as e:  # the diff names the file in its TraceErrors
+        where = "" if is_diff or isinstance(e, OSError) else f"{files[0]}: "
+        print(f"maya trace: {where}{e}", file=sys.stderr)
+        return 2
     print(json.dumps(t.header))
     print(f"{len(t)} records, {len(t.strings)} strings, {t.span_ns / 1e9:.3f} s")
     for name, n in sorted(t.kind_counts().items(), key=lambda kv: -kv[1]):
         print(f"  {name:24} {n}")
+    return 0
+
+
+def _trace_diff(a: Path, b: Path, as_json: bool, limit: int) -> int:
+    from maya.predictor.diff import diff, render
+
+    report = diff(a, b, limit=max(limit, 0))
+    if as_json:
+        print(json.dumps(report, indent=1))
+    else:
+        for line in render(report):
+            print(line)
+    return 0
+
+
+def _cmd_estimators(args: argparse.Namespace) -> int:
+    from maya.predictor import estimators
+
+    try:
+        gpu = catalog.lookup(args.gpu).name
+    except catalog.UnknownGPU as e:
+        print(f"maya: {e}", file=sys.stderr)
+        return 2
+    if args.action == "fit":
+        est = estimators.load(gpu)
+        how = "read from the cache" if est.cache_hit else f"fitted in {est.fit_seconds:.1f} s"
+        print(f"{gpu}: estimators of {est.source} ({how}; cache {estimators.cache_dir()})")
+        for fam, info in est.summary().items():
+            lent = est.borrowed.get(fam)
+            print(f"  {fam:10} {info['n']:6} points  " + (f"from {lent.source}, scaled" if lent else info["choice"]))
+        return 0
+    report = estimators.evaluate(gpu)
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    for line in estimators.render(report):
+        print(line)
     return 0
 
 
@@ -114,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(ours)
     if args.cmd == "emulate":
         return _cmd_emulate(args, command)
+    if args.cmd == "record":
+        return _cmd_record(args, command)
     if command:
         print(f"maya {args.cmd}: unexpected arguments after '--'", file=sys.stderr)
         return 2
@@ -121,7 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_gpus()
     if args.cmd == "summary":
         return _cmd_summary(args.dir)
-    return _cmd_trace(args.file)
+    if args.cmd == "estimators":
+        return _cmd_estimators(args)
+    return _cmd_trace(args)
 
 
 if __name__ == "__main__":

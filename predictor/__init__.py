@@ -2,4 +2,8 @@
 
 - :mod:`maya.predictor.trace`: reader and writer of the binary trace format
   (``emulation-image/TRACE_FORMAT.md``).
+- :mod:`maya.predictor.ops`: a trace's device operations without run-specific ids, and their measured times.
+- :mod:`maya.predictor.align`: operation-by-operation alignment of two traces of the same script.
+- :mod:`maya.predictor.diff`: ``maya trace diff``, the report on such an alignment.
+- :mod:`maya.predictor.profiles`: profile tables (emulated features joined with recorded times).
 """
