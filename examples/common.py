@@ -158,6 +158,10 @@ def train(name: str, args: argparse.Namespace, step, extra: dict | None = None) 
     if args.result_out:
         with open(_path_for_rank(args.result_out), "w") as f:
             f.write(line + "\n")
-    print(line, flush=True)
+    # One write: the ranks of a job share stdout, and print() writes the text and its newline apart,
+    # so two ranks' lines could interleave (a write of under PIPE_BUF bytes to a pipe is atomic).
     sys.stdout.flush()
+    data = (line + "\n").encode()
+    while data:
+        data = data[os.write(sys.stdout.fileno(), data):]
     return result
