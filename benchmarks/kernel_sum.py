@@ -5,8 +5,8 @@
 For each example model of a profiling campaign (recorded on a GPU, in
 benchmarks/data/profile_campaign/<GPU>/examples.tar.xz), the same command is
 emulated here, the two traces are aligned, and the estimated durations of the
-emulated operations are summed and compared with the measured durations of
-their recorded counterparts: the kernel-only part of end-to-end error (no
+emulated operations are summed and compared with the measured device busy time
+(summed kernel durations) of their recorded counterparts: the kernel-only part of end-to-end error (no
 host, no overlap, no communication).  The estimators are fitted without the
 held-out sizes ("held-out:*" rows), so those models are out of sample, and
 without the model's own rows for the default sizes too (leave-one-model-out).
@@ -53,9 +53,9 @@ def main() -> int:
         j = join(emulated, read_trace(folder / "rank0.mayatrace"))
         ops = [op for op, _, _ in j.samples]
         predicted = est.estimate_many(ops)
-        measured_ns = sum(span for _, span, _ in j.samples)
+        measured_ns = sum(busy for _, _, busy in j.samples)
         estimated_ns = sum(e.ns for e in predicted)
-        fallback_ns = sum(span for (_, span, _), e in zip(j.samples, predicted, strict=True)
+        fallback_ns = sum(busy for (_, _, busy), e in zip(j.samples, predicted, strict=True)
                           if e.confidence == "fallback")
         r = {
             "model": source,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 STEPS = 3  # the examples: step 0 warms up, steps 1-2 are steady
 
-_SWEEPS = ("gemm", "attention", "dnn", "memory", "copy")
+_SWEEPS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid")
 _EXAMPLES = {
     "gpt": ["examples/gpt.py"],
     "cnn": ["examples/cnn.py"],

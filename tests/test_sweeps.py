@@ -38,7 +38,7 @@ from maya.predictor.ops import Op, device_ops
 from maya.predictor.trace import Kind, read_trace
 
 SWEEP = REPO / "benchmarks" / "profiling" / "sweep.py"
-PARTS = ("gemm", "attention", "dnn", "memory", "copy")
+PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid")
 CALLS = 4  # warm-up + the default 3 repeats
 
 
@@ -152,7 +152,19 @@ def _check_copy(ops: list[Op]) -> None:
     assert copies == dict.fromkeys(expected, CALLS)
 
 
-CHECKS = {"gemm": _check_gemm, "attention": _check_attention, "dnn": _check_dnn, "memory": _check_memory,
+def _check_gemm_grid(ops: list[Op]) -> None:
+    blas = [op for op in ops if op.kind == Kind.BLAS]
+    assert {_blas_shape(op) for op in blas} == {(1280, 96, 64, 1), (40, 48, 64, 6)}
+
+
+def _check_attention_grid(ops: list[Op]) -> None:
+    dnn = [op for op in ops if op.kind == Kind.DNN]
+    assert {op.name for op in dnn} == {"sdpa_fprop", "sdpa_bprop"}
+    assert {op.params[:6] for op in dnn} == {(2, 8, 2, 256, 256, 128)}
+    assert all((op.a[2] >> 24) & 1 for op in dnn)  # causal
+
+
+CHECKS = {"gemm-grid": _check_gemm_grid, "attention-grid": _check_attention_grid, "gemm": _check_gemm, "attention": _check_attention, "dnn": _check_dnn, "memory": _check_memory,
           "copy": _check_copy}
 
 

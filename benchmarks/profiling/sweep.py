@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-PARTS = ("gemm", "attention", "dnn", "memory", "copy")
+PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid")
 GiB = 1 << 30
 
 # Cost model of an H100 SXM, used only to plan (what fits the budget) and to
@@ -248,6 +248,33 @@ def gemm_plan(size: str) -> list[Op]:
     return within_budget([*_training_gemms(), *_random_gemms(random.Random(0), 20000)])
 
 
+# A log grid of four points an octave (2^i times 1, 1.25, 1.5, 1.75): the sizes models are built from (768,
+# 1536, 3072, 5120, 7168, 14336...), every one aligned from 8 up, and dense enough that a held-out point's
+# neighbours on the grid were profiled.
+LOG_GRID = tuple(sorted({int(2**i * f) for i in range(17) for f in (1, 1.25, 1.5, 1.75)
+                         if float(2**i * f).is_integer() and 2**i * f <= 65536}))
+
+
+def _grid_gemms(rng: random.Random, draws: int) -> Iterator[Op]:
+    """GEMMs on ``LOG_GRID``: the variants, types and transposes of the random sweep, sizes from the grid."""
+    for _ in range(draws):
+        variant = rng.choices(GEMM_VARIANTS, GEMM_WEIGHTS)[0]
+        dtype = rng.choices(GEMM_DTYPES, GEMM_DTYPE_WEIGHTS)[0]
+        batched = variant in ("bmm", "baddbmm")
+        batch = rng.choice(LOG_GRID[:LOG_GRID.index(1024) + 1]) if batched else 0
+        dims = LOG_GRID[:LOG_GRID.index(16384) + 1] if batched else LOG_GRID
+        m, n, k = (rng.choice(dims) for _ in range(3))
+        ta, tb = rng.random() < 0.5, rng.random() < 0.5
+        if _gemm_fits(dtype, m, n, k, batch):
+            yield gemm_op(variant, dtype, m, n, k, batch, ta, tb)
+
+
+def gemm_grid_plan(size: str) -> list[Op]:
+    if size == "tiny":
+        return [gemm_op("mm", "bf16", 96, 1280, 64), gemm_op("bmm", "tf32", 48, 40, 64, batch=6, tb=True)]
+    return within_budget(_grid_gemms(random.Random(5), 40000), share=0.7)
+
+
 # ---------------------------------------------------------------- attention
 
 BACKENDS = {
@@ -355,6 +382,27 @@ def attention_plan(size: str) -> list[Op]:
             attention_op("math", "bf16", 1, 2, 64, 64, 64, causal=True),
         ]
     return within_budget([*_model_attention(), *_random_attention(random.Random(1), 5000)])
+
+
+def _grid_attention(rng: random.Random, draws: int) -> Iterator[Op]:
+    """The default paths of training on an H100 (cuDNN, then flash), at the shapes of transformers."""
+    for _ in range(draws):
+        backend = rng.choices(("cudnn", "flash"), (75, 25))[0]
+        dtype = rng.choice(("bf16", "fp16"))
+        d = rng.choices((64, 128, 96, 80), (45, 45, 5, 5))[0]
+        b = rng.choice((1, 2, 4, 8, 16, 32))
+        h = rng.choice((4, 8, 12, 16, 20, 24, 32, 40, 48))
+        s = rng.choice((128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384))
+        hk = h // rng.choice((2, 4, 8)) if h % 8 == 0 and rng.random() < 0.2 else h
+        causal = rng.random() < 0.6
+        if _attention_shape_ok(backend, dtype, b, h, s, s, d, hk, 0.0):
+            yield attention_op(backend, dtype, b, h, s, s, d, causal, hk)
+
+
+def attention_grid_plan(size: str) -> list[Op]:
+    if size == "tiny":
+        return [attention_op("cudnn", "bf16", 2, 8, 256, 256, 128, causal=True, hk=2)]
+    return within_budget(_grid_attention(random.Random(6), 3000), share=0.3)
 
 
 # ---------------------------------------------------------------- dnn
@@ -905,6 +953,8 @@ PLANS: dict[str, Callable[[str], list[Op]]] = {
     "dnn": dnn_plan,
     "memory": memory_plan,
     "copy": copy_plan,
+    "gemm-grid": gemm_grid_plan,
+    "attention-grid": attention_grid_plan,
 }
 
 
