@@ -15,9 +15,9 @@ copies) into:
   intensity, waves of thread blocks or output tiles over the GPU's SMs, tile
   padding efficiency...); :func:`matrix` lays them out in ``FEATURES`` order.
 
-KERNEL records carry no arguments, so a kernel's size is what its launch
-says (grid, block, shared memory) and its element type what its template
-arguments say: names are demangled (libstdc++'s ``__cxa_demangle``) before
+A KERNEL record carries only the kernel's integer arguments, so a kernel's
+size is what those and its launch say (grid, block, shared memory) and its
+element type what its template arguments say: names are demangled (libstdc++'s ``__cxa_demangle``) before
 the patterns below are applied.
 """
 
@@ -629,6 +629,21 @@ def _sdpa_features(op: Op, gpu: GPU) -> dict[str, float]:
     return f
 
 
+def _integer_arg_features(op: Op) -> dict[str, float]:
+    """The kernel's integer arguments (KERNEL ``params``: sizes of grid-stride kernels), as log2 of
+    their magnitudes, and of the product of the first two (rows x columns)."""
+    ints = [abs(_signed(v)) for v in op.params[:4]]
+    f = {f"int{i}": _log2(v + 1) for i, v in enumerate(ints)}
+    if ints:
+        f["int_max"] = _log2(max(ints) + 1)
+        f["int_prod"] = _log2(ints[0] * (ints[1] if len(ints) > 1 else 1) + 1)
+    return f
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
 def _kernel_features(op: Op, gpu: GPU) -> dict[str, float]:
     ln = launch(op)
     ints = template_ints(op.name) + (0, 0, 0)
@@ -646,6 +661,7 @@ def _kernel_features(op: Op, gpu: GPU) -> dict[str, float]:
         "driver": float(op.a32),
         "log_pairs": 2 * _log2(ln.grid[0]) + _log2(ln.grid[1] * ln.grid[2]),  # flash: (Sq tiles)^2 x batch*heads
     }
+    f.update(_integer_arg_features(op))
     if is_attention_kernel(op.name):
         f["attn_class"] = float(attention_class(op.name))
     f.update(_work_features(_kernel_work(op), gpu))
@@ -708,7 +724,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
         "is_kernel", "backward", "log_b", "log_h", "log_hk", "log_sq", "log_skv", "d", "dv", "causal", "dropout",
         "elem_bytes", "n_kernels", "waves_64x1", "wave_eff_64x1", "waves_128x1", "wave_eff_128x1", "attn_class",
         "log_gx", "log_gy", "log_gz", "log_tpb", "log_blocks", "log_threads", "log_smem", "log_waves", "log_pairs",
-        "t0", "t1", "t2",
+        "t0", "t1", "t2", "int0", "int1", "int2", "int3", "int_max", "int_prod",
         "log_flops", "log_bytes", "intensity", "log_roofline",
     ),
     "dnn": (
@@ -720,7 +736,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "memory": (
         "class", "backward", "elem_bytes", "log_gx", "log_gy", "log_gz", "log_bx", "log_by", "log_tpb", "log_blocks",
         "log_threads", "log_smem", "blocks_per_sm", "log_waves", "wave_eff", "t0", "t1", "t2", "driver",
-        "log_bytes", "log_roofline",
+        "log_bytes", "log_roofline", "int0", "int1", "int2", "int3", "int_max", "int_prod",
     ),
     "copy": ("kind", "pinned", "log_bytes", "elem", "align", "log_roofline"),
     "coll": (),

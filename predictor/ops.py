@@ -35,6 +35,7 @@ _BOOKKEEPING = (Kind.STRING, Kind.FUNC, Kind.THREAD, Kind.NOTE, Kind.DEVICE_TIME
 
 _KERNEL, _MEMCPY, _MEMSET, _BLAS, _DNN, _COLL = (int(k) for k in DEVICE_WORK)  # Op.kind is a plain int
 
+KERNEL_INTS = 6  # MAYA_KERNEL_INTS: integer arguments a KERNEL record carries at most
 OP_COLUMNS = ("kind", "name", "a32", "a0", "a1", "a2", "a3", "a4", "params", "kernels", "pinned")
 
 
@@ -48,7 +49,7 @@ class Op:
     kind, MEMSET element size), else 0.  ``a``: a0..a4 with run-specific
     values zeroed (KERNEL function id, MEMCPY pointers, MEMSET pointer, COLL
     communicator id).  ``params``: DNN parameter words; BLAS the 28 extension
-    words with pointers zeroed.  ``kernels``: DNN kernel names.  ``pinned``:
+    words with pointers zeroed; KERNEL its integer arguments (as many as a4 says).  ``kernels``: DNN kernel names.  ``pinned``:
     MEMCPY with a page-locked host side.
     """
 
@@ -180,12 +181,17 @@ def _kernel_ops(trace: Trace, idx: npt.NDArray[np.int64]) -> _Ops:
     funcs = _function_names(trace)
 
     def make(row: list[int]) -> Op:
-        a32, func, a1, a2, a3, a4 = row
+        a32, func, a1, a2, a3, a4 = row[:6]
         if func not in funcs:
             raise TraceError(f"kernel launch of function id {func}, which no FUNC record names")
-        return Op(_KERNEL, funcs[func], a32, (0, a1, a2, a3, a4))
+        return Op(_KERNEL, funcs[func], a32, (0, a1, a2, a3, a4), params=tuple(row[6:6 + min(a4, KERNEL_INTS)]))
 
-    keys = np.column_stack([recs["a32"].astype(np.uint64), recs["a"]])
+    # a4: how many integer arguments follow in continuation words (emulation only).
+    ints = np.zeros((len(idx), KERNEL_INTS), np.uint64)
+    with_ints = np.flatnonzero(recs["a"][:, 4] > 0)
+    if len(with_ints):
+        ints[with_ints] = _ext_matrix(trace, idx[with_ints], KERNEL_INTS)
+    keys = np.column_stack([recs["a32"].astype(np.uint64), recs["a"], ints])
     return _distinct(keys, make)
 
 

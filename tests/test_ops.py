@@ -11,7 +11,8 @@ Covers:
   pair step k with step k+1); traces are aligned per thread name;
 - Op and profile rows round-trip through CSV; the gzip table keeps its stamp;
   load_profiles reads a GPU's folder; rows_from_pair aggregates repeats
-  (median, n, spread) and counts unmatched recorded operations.
+  (median, n, spread) and counts unmatched recorded operations;
+- emulated KERNEL records carry the integer arguments of the launch.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from emulated import requires_library, run_emulated
 
 from maya.predictor.align import align, align_traces
 from maya.predictor.ops import BLAS_WORDS, Op, device_ops, differing_fields, measured
@@ -241,3 +243,27 @@ def test_rows_from_pair_aggregates_repeats_and_counts_unmatched(tmp_path: Path) 
     assert (dnn.n, dnn.dur_ns, dnn.busy_ns, dnn.source) == (3, 180, 170, "attention")
     assert dnn.spread == pytest.approx((260 - 160) / 180)
     assert (copy.n, copy.dur_ns, copy.busy_ns) == (3, 11, 11)
+
+
+KERNEL_ARGS_SCRIPT = """
+import torch
+x = torch.empty(1000, 300, device="cuda")
+torch.nn.functional.layer_norm(x, (300,))
+torch.nn.functional.embedding_bag(torch.zeros(64, dtype=torch.long, device="cuda"), torch.empty(100, 16, device="cuda"),
+                                  torch.zeros(8, dtype=torch.long, device="cuda"))
+torch.cuda.synchronize()
+"""
+
+
+@requires_library
+def test_emulated_kernels_carry_their_integer_arguments(tmp_path: Path) -> None:
+    """Grid-stride kernels' sizes: the integer parameters of the demangled signature, read at launch."""
+    run = run_emulated(KERNEL_ARGS_SCRIPT, tmp_path)
+    assert run.returncode == 0, run.output
+    ops = {op.name: op for _, op in device_ops(read_trace(run.trace_path())) if op.kind == Kind.KERNEL}
+    layer_norm = next(op for name, op in ops.items() if "vectorized_layer_norm_kernel" in name)
+    assert layer_norm.a[4] == 1 and layer_norm.params == (300,)  # (int N, float eps, ...)
+    bag = next(op for name, op in ops.items() if "EmbeddingBag_updateOutputKernel" in name)
+    assert bag.params[:3] == (64, 8, 16)  # numIndices, numBags, featureSize
+    fill = [op for name, op in ops.items() if "FillFunctor" in name]
+    assert all(op.params and op.params[0] > 0 for op in fill)  # (int N, ...)

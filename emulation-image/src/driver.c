@@ -455,7 +455,7 @@ MAYA_EXPORT CUresult cuLaunchKernel(CUfunction func, unsigned gx, unsigned gy, u
                                     unsigned bz, unsigned smem, CUstream stream, void **params, void **extra) {
     maya_call c = maya_enter();
     if (!func) return CUDA_ERROR_INVALID_HANDLE;
-    maya_record_launch(c, (maya_func *)func, gx, gy, gz, bx, by, bz, smem, stream, ML_DRIVER);
+    maya_record_launch(c, (maya_func *)func, gx, gy, gz, bx, by, bz, smem, stream, ML_DRIVER, params);
     return CUDA_SUCCESS;
 }
 

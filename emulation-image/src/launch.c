@@ -130,35 +130,37 @@ MAYA_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *stub) 
     return cudaSuccess;
 }
 
-static cudaError_t launch(maya_call c, const void *func, dim3 grid, dim3 block, size_t smem, cudaStream_t stream) {
+static cudaError_t launch(maya_call c, const void *func, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          void **args) {
     maya_func *f = maya_registry_get(func);
     if (!f) return maya_rt_error(cudaErrorInvalidDeviceFunction);
     if (block.x * block.y * block.z > 1024 || !grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z)
         return maya_rt_error(cudaErrorInvalidConfiguration);
     maya_device_activate(maya_stream_device(stream));
     maya_thread_drives_device();
-    maya_record_launch(c, f, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem, stream, ML_RUNTIME);
+    maya_record_launch(c, f, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem, stream, ML_RUNTIME, args);
     return cudaSuccess;
 }
 
 MAYA_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t smem,
                                            cudaStream_t stream) {
-    return launch(maya_enter(), kernel, grid, block, smem, stream);
+    return launch(maya_enter(), kernel, grid, block, smem, stream, args);
 }
 
 MAYA_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t smem,
                                          cudaStream_t stream) {
-    return launch(maya_enter(), func, grid, block, smem, stream);
+    return launch(maya_enter(), func, grid, block, smem, stream, args);
 }
 
 MAYA_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block, void **args, size_t smem,
                                                     cudaStream_t stream) {
-    return launch(maya_enter(), func, grid, block, smem, stream);
+    return launch(maya_enter(), func, grid, block, smem, stream, args);
 }
 
 MAYA_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
     if (!config) return maya_rt_error(cudaErrorInvalidValue);
-    return launch(maya_enter(), func, config->gridDim, config->blockDim, config->dynamicSmemBytes, config->stream);
+    return launch(maya_enter(), func, config->gridDim, config->blockDim, config->dynamicSmemBytes, config->stream,
+                  args);
 }
 
 /* ------------------------------------------------- function attributes */

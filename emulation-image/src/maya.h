@@ -186,21 +186,31 @@ int maya_mem_set(void *dst, int value, uint64_t n);
 /* -------------------------------------------------------------- registry */
 
 /* Kernel identity: host stub (or cudaKernel_t / CUfunction) to name. */
+#define MAYA_KERNEL_INTS 6
 typedef struct maya_func {
     const void *key;
     const char *name;       /* mangled device name */
     uint64_t func_id;       /* id in the trace, 0 until first launch */
     int max_threads, num_regs, static_smem;
+    /* Parameters of plain integer type (from the demangled name, set with func_id):
+     * their positions in the parameter list and sizes in bytes. */
+    int n_ints;
+    uint8_t int_index[MAYA_KERNEL_INTS], int_size[MAYA_KERNEL_INTS];
 } maya_func;
 
 void maya_registry_add(const void *key, const char *name);
 maya_func *maya_registry_get(const void *key);
 /* Emits the FUNC record on first use; returns the trace id. */
 uint64_t maya_func_trace_id(maya_func *f);
-/* Record one kernel launch. */
+/* Record one kernel launch; `args` (may be NULL) holds one pointer per kernel parameter. */
 void maya_record_launch(maya_call c, maya_func *f, unsigned gx, unsigned gy, unsigned gz,
                         unsigned bx, unsigned by, unsigned bz, uint64_t smem, const void *stream,
-                        uint32_t source);
+                        uint32_t source, void *const *args);
+/* Finds the first MAYA_KERNEL_INTS parameters of plain integer type (int, long, their unsigned
+ * and long long forms) in a demangled kernel signature; returns how many. */
+int maya_kernel_integer_params(const char *demangled, maya_func *f);
+/* Reads those parameters of one launch into out (sign-extended); returns how many, 0 without args. */
+int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t *out);
 /* Demangled form of a C++ name (malloc'd) or NULL. */
 char *maya_demangle(const char *mangled);
 

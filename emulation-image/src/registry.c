@@ -86,6 +86,7 @@ uint64_t maya_func_trace_id(maya_func *f) {
         r.a[0] = ++next;
         r.a[1] = maya_str(f->name);
         r.a[2] = dem ? maya_str(dem) : r.a[1];
+        maya_kernel_integer_params(dem, f);
         free(dem);
         maya_emit(&r);
         __atomic_store_n(&f->func_id, next, __ATOMIC_RELEASE);
@@ -97,7 +98,7 @@ uint64_t maya_func_trace_id(maya_func *f) {
 
 void maya_record_launch(maya_call c, maya_func *f, unsigned gx, unsigned gy, unsigned gz,
                         unsigned bx, unsigned by, unsigned bz, uint64_t smem, const void *stream,
-                        uint32_t source) {
+                        uint32_t source, void *const *args) {
     uint64_t id = maya_func_trace_id(f);
     maya_rec r;
     maya_rec_init(&r, MK_KERNEL, c);
@@ -109,5 +110,8 @@ void maya_record_launch(maya_call c, maya_func *f, unsigned gx, unsigned gy, uns
     r.a[1] = (uint64_t)gx | ((uint64_t)(gy & 0xFFFF) << 32) | ((uint64_t)(gz & 0xFFFF) << 48);
     r.a[2] = (uint64_t)(bx & 0xFFFF) | ((uint64_t)(by & 0xFFFF) << 16) | ((uint64_t)(bz & 0xFFFF) << 32);
     r.a[3] = smem;
-    maya_emit(&r);
+    uint64_t ints[MAYA_KERNEL_INTS];
+    int n = maya_kernel_integer_args(f, args, ints);
+    r.a[4] = (uint64_t)n;
+    maya_emit_ext(&r, ints, n);
 }

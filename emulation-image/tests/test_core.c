@@ -90,6 +90,38 @@ static void test_registry(void) {
     CHECK(maya_registry_get(&stub_a) == f && maya_registry_get(stub_b + 5000)->name[0] == 'm');
 }
 
+/* Integer parameters found in demangled signatures, read from a launch's args. */
+static void test_kernel_integer_args(void) {
+    maya_func f = {0};
+    CHECK(maya_kernel_integer_params(
+              "void at::native::(anonymous namespace)::EmbeddingBag_updateOutputKernel_sum_mean<float, long>"
+              "(long const*, long const*, float const*, float*, long*, long, long, long, long, long, long*, "
+              "float const*, long, long*, long)", &f) == 6);
+    CHECK(f.int_index[0] == 5 && f.int_size[0] == 8 && f.int_index[5] == 12);
+    /* Parentheses and commas inside template arguments and lambdas are not parameters. */
+    CHECK(maya_kernel_integer_params(
+              "void at::native::vectorized_elementwise_kernel<4, at::native::fill(int, long)::{lambda(float, int)#1}, "
+              "std::array<char*, 1ul> >(int, at::native::fill(int, long)::{lambda(float, int)#1}, "
+              "std::array<char*, 1ul>)", &f) == 1);
+    CHECK(f.int_index[0] == 0 && f.int_size[0] == 4);
+    CHECK(maya_kernel_integer_params("void k(unsigned int, float, unsigned long long, bool)", &f) == 2);
+    CHECK(f.int_index[1] == 2 && f.int_size[1] == 8);
+    CHECK(maya_kernel_integer_params("nvjet_sm90_tst_128x256", &f) == 0);
+    CHECK(maya_kernel_integer_params(NULL, &f) == 0);
+    CHECK(maya_kernel_integer_params("void k(int*, float)", &f) == 0);
+
+    CHECK(maya_kernel_integer_params("void k(float*, int, long, double)", &f) == 2);
+    float *p = NULL;
+    int32_t n = -3;
+    int64_t m = 1ll << 40;
+    double d = 1.0;
+    void *args[] = {&p, &n, &m, &d};
+    uint64_t out[MAYA_KERNEL_INTS];
+    CHECK(maya_kernel_integer_args(&f, args, out) == 2);
+    CHECK(out[0] == (uint64_t)-3 && out[1] == (uint64_t)m);
+    CHECK(maya_kernel_integer_args(&f, NULL, out) == 0);
+}
+
 static void test_trace(const char *dir) {
     maya_rec r;
     maya_rec_init(&r, MK_MEMSET, maya_enter());
@@ -152,6 +184,7 @@ int main(void) {
     test_spec();
     test_memory();
     test_registry();
+    test_kernel_integer_args();
     test_trace(dir);
     return CHECK_SUMMARY("test_core");
 }
