@@ -64,6 +64,7 @@ from maya.predictor import features as F
 from maya.predictor.ops import Op
 from maya.predictor.profiles import PROFILES_DIR, ProfileRow, load_profiles
 from maya.predictor.roofline import roofline_ns
+from maya.predictor.trace import Kind
 
 Confidence = Literal["measured", "fitted", "scaled", "fallback"]
 
@@ -76,12 +77,14 @@ MIN_SELECT = 40  # fewer training points than this: no selection, the default ca
 # smaller sample biases the choice: at 2000-6000 points boosting looked as good as extra trees,
 # which are better on the full H100 tables.
 SELECT_TRAIN, SELECT_VALIDATION = 20000, 5000
+PER_NAME = 3000  # training points of one kernel name at most: see _thinned
 MIN_DOMAIN = 2  # training points of a domain before its model is trusted
 DEFAULT_CANDIDATE = "et/ratio"
 # Shortest kernels on an idle H100 last about 1 us (benchmarks/data/gpu_fidelity, torch.profiler):
 # the roofline's floor where no profile calibrates it.
 DEFAULT_FLOOR_NS = 1000.0
 # Targets of issue 3, reported by evaluate().
+SOURCE_MIN = 20  # test points of a source before render() gives it a line
 TARGETS = {"gemm": 0.03, "attention": 0.05, "memory": 0.08, "examples_time_weighted": 0.04,
            "examples_coverage": 0.98}
 
@@ -108,10 +111,12 @@ class Estimate:
 def _regressor(name: str, n: int) -> Any:
     from sklearn.ensemble import ExtraTreesRegressor, HistGradientBoostingRegressor  # type: ignore[import-untyped]
 
-    # 32 trees with 4 points a leaf: about a point of median error above 64 trees with 2 on the
-    # H100 GEMMs, at a fifth of the time and size (the cached fit of the full tables is tens of MB).
+    # 2 points a leaf and every feature at each split: on the H100 tables (busy times) 0.7 to 1.5
+    # points of median error below 4 points a leaf and 80% of the features (GEMM 6.6% -> 5.9%,
+    # attention 9.0% -> 8.2%, cuDNN 6.6% -> 5.1%); 64 trees gave nothing more than 32 on the GEMMs
+    # at twice the fit time and cache size (the cached fit is a few hundred MB).
     if name == "et":
-        return ExtraTreesRegressor(n_estimators=32, max_features=0.8, min_samples_leaf=4, n_jobs=-1,
+        return ExtraTreesRegressor(n_estimators=32, max_features=1.0, min_samples_leaf=2, n_jobs=-1,
                                    random_state=SEED)
     if name == "hgb":
         # Boosting rounds grow with the data: each round costs milliseconds however few the points.
@@ -261,6 +266,26 @@ class _Fitter:
                        self.efficiency, scores)
 
 
+def _thinned(points: Sequence[_Point]) -> list[_Point]:
+    """At most ``PER_NAME`` points of one kernel name (a fixed subset, by signature hash).
+
+    The sweeps fill every input with a random-number kernel, so that kernel
+    comes at tens of thousands of sizes: more than its simple curve needs,
+    and enough to double the forests' size and fit time."""
+    by_name: dict[str, list[_Point]] = defaultdict(list)
+    out: list[_Point] = []
+    for p in points:
+        if p.op.kind == int(Kind.KERNEL):
+            by_name[p.op.name].append(p)
+        else:
+            out.append(p)
+    for pts in by_name.values():
+        if len(pts) > PER_NAME:
+            pts = sorted(pts, key=lambda p: _hash_fraction(p.op.signature(), SEED + 2))[:PER_NAME]
+        out += pts
+    return out
+
+
 def _hash_fraction(signature: tuple[Any, ...], seed: int) -> float:
     """A number in [0, 1) fixed by the signature and the seed: a split that does not depend on row order."""
     digest = hashlib.sha256(f"{seed}:{signature!r}".encode()).digest()
@@ -308,6 +333,7 @@ class Estimators:
         by_family: dict[str, list[_Point]] = defaultdict(list)
         for p in points:
             by_family[F.family(p.op)].append(p)
+        by_family = {fam: _thinned(pts) for fam, pts in by_family.items()}
         # OpenMP (gradient boosting) on one thread: its threads spin at barriers and slow down
         # badly as soon as another process wants the same cores. Forests use joblib threads.
         with threadpool_limits(limits=1):
@@ -505,7 +531,10 @@ def evaluate(gpu: str, *, profiles: Sequence[ProfileRow] | None = None, cache: P
     estimators, model choice included, are fitted on the fit part only.
     ``families``: per family, over test signatures absent from the fit part,
     median and 90th percentile absolute percentage error and time-weighted
-    error (sum |pred - meas| / sum meas).  ``examples``: per example model
+    error (sum |pred - meas| / sum meas), overall and per source (the sweep
+    or example a signature was profiled in: ``gemm`` random shapes, aligned
+    or not, ``gemm-grid`` the log grid; fills of the sweeps' inputs count
+    under the memory family of their sweep).  ``examples``: per example model
     (``example:*`` rows of test signatures and every ``held-out:*`` row,
     weighted by occurrences ``n``), the share of kernel time estimated by
     measured or fitted estimators (coverage) and the time-weighted error.
@@ -517,6 +546,9 @@ def evaluate(gpu: str, *, profiles: Sequence[ProfileRow] | None = None, cache: P
     fitted_sigs = {r.op.signature() for r in fit_rows}
     points = [p for p in _points(test_rows) if p.op.signature() not in fitted_sigs]
     estimates = est.estimate_many([p.op for p in points])
+    source: dict[tuple[Any, ...], str] = {}
+    for r in test_rows:
+        source.setdefault(r.op.signature(), r.source)
     families: dict[str, Any] = {}
     for fam in F.FAMILIES:
         sel = [i for i, p in enumerate(points) if F.family(p.op) == fam]
@@ -524,8 +556,15 @@ def evaluate(gpu: str, *, profiles: Sequence[ProfileRow] | None = None, cache: P
             continue
         pred = np.array([estimates[i].ns for i in sel])
         true = np.array([points[i].ns for i in sel])
-        families[fam] = {"n": len(sel), **_errors(pred, true, np.ones(len(sel))),
-                         "estimators": dict(Counter(estimates[i].estimator for i in sel).most_common())}
+        by_source: dict[str, list[int]] = defaultdict(list)
+        for j, i in enumerate(sel):
+            by_source[source[points[i].op.signature()]].append(j)
+        families[fam] = {
+            "n": len(sel), **_errors(pred, true, np.ones(len(sel))),
+            "estimators": dict(Counter(estimates[i].estimator for i in sel).most_common()),
+            "sources": {src: {"n": len(js), **_errors(pred[js], true[js], np.ones(len(js)))}
+                        for src, js in sorted(by_source.items(), key=lambda kv: -len(kv[1]))},
+        }
     examples = _examples(est, [r for r in test_rows if r.source.startswith(("example:", "held-out:"))])
     return {
         "gpu": g.name, "seed": SEED, "test_fraction": TEST_FRACTION,
@@ -571,15 +610,19 @@ def render(report: Mapping[str, Any]) -> list[str]:
     fit, fams, targets = report["fit"], report["families"], report["targets"]
     how = "cache hit" if fit["cache_hit"] else f"fitted in {fit['seconds']:.1f} s"
     lines = [f"{report['gpu']}: {fit['rows']} profile rows fitted ({how}); errors on points not used in fitting",
-             f"  {'family':10} {'n':>6} {'median':>8} {'p90':>8} {'time-wtd':>9}  estimator"]
+             f"  {'family':10} {'n':>6} {'median':>8} {'p90':>8} {'time-wtd':>9}  estimator (then per source)"]
     for fam, r in fams.items():
         choice = fit["families"].get(fam, {}).get("choice", "roofline")
         lines.append(f"  {fam:10} {r['n']:6} {_percent(r['median_ape']):>8} {_percent(r['p90_ape']):>8} "
                      f"{_percent(r['time_weighted']):>9}  {choice}")
-    lines.append(f"  {'example model':24} {'n':>5} {'coverage':>9} {'measured':>9} {'time-wtd':>9} {'median':>8}")
+        for src, e in r.get("sources", {}).items():
+            if e["n"] >= SOURCE_MIN and len(r["sources"]) > 1:
+                lines.append(f"    {'from ' + src:28} {e['n']:6} {_percent(e['median_ape']):>8} "
+                             f"{_percent(e['p90_ape']):>8} {_percent(e['time_weighted']):>9}")
+    lines.append(f"  {'example model':28} {'n':>5} {'coverage':>9} {'measured':>9} {'time-wtd':>9} {'median':>8}")
     for source, r in report["examples"].items():
         if isinstance(r, dict):
-            lines.append(f"  {source:24} {r['n']:5} {_percent(r['coverage']):>9} {_percent(r['measured_share']):>9} "
+            lines.append(f"  {source:28} {r['n']:5} {_percent(r['coverage']):>9} {_percent(r['measured_share']):>9} "
                          f"{_percent(r['time_weighted']):>9} {_percent(r['median_ape']):>8}")
     ex = report["examples"].get("all", {})
     checks: list[tuple[str, float | None, bool]] = [
