@@ -78,6 +78,9 @@ MIN_SELECT = 40  # fewer training points than this: no selection, the default ca
 # which are better on the full H100 tables.
 SELECT_TRAIN, SELECT_VALIDATION = 20000, 5000
 PER_NAME = 3000  # training points of one kernel name at most: see _thinned
+# A family with fewer points than this fraction of a same-architecture GPU's (the H200's
+# convolutions, from its example models alone, against the H100's sweep) is borrowed from it.
+BORROW_FRACTION = 0.1
 MIN_DOMAIN = 2  # training points of a domain before its model is trusted
 DEFAULT_CANDIDATE = "et/ratio"
 # Shortest kernels on an idle H100 last about 1 us (benchmarks/data/gpu_fidelity, torch.profiler):
@@ -490,14 +493,22 @@ def load(gpu: str, *, profiles: Mapping[str, Sequence[ProfileRow]] | None = None
     est = _cached_fit(catalog.lookup(source), "fit", rows, cache)
     if source != g.name:
         return est.on(g.name)
-    missing = [f for f in F.FITTED if f not in est.families or est.families[f].n < MIN_SELECT]
-    donors = [p for p in names if p != g.name and catalog.lookup(p).fields["cc"] == g.fields["cc"]]
-    if borrow and missing and donors:
-        donor = load(donors[0], profiles=profiles, cache=cache, borrow=False)
-        own = {f: fit.n for f, fit in est.families.items()}
-        est.borrowed = {f: donor.on(g.name) for f in missing
-                        if f in donor.families and donor.families[f].n > own.get(f, 0)}
+    if borrow:
+        _borrow(est, g, names, profiles, cache)
     return est
+
+
+def _borrow(est: Estimators, g: GPU, names: Sequence[str], profiles: Mapping[str, Sequence[ProfileRow]] | None,
+            cache: Path | None) -> None:
+    """Families with too few profile points of ``g`` (``MIN_SELECT``, or ``BORROW_FRACTION`` of the
+    donor's) are estimated by a profiled GPU of the same architecture, scaled (``est.borrowed``)."""
+    donors = [p for p in names if p != g.name and catalog.lookup(p).fields["cc"] == g.fields["cc"]]
+    if not donors:
+        return
+    own = {f: fit.n for f, fit in est.families.items()}
+    donor = load(donors[0], profiles=profiles, cache=cache, borrow=False)
+    est.borrowed = {f: donor.on(g.name) for f, fit in donor.families.items()
+                    if own.get(f, 0) < min(max(MIN_SELECT, BORROW_FRACTION * fit.n), fit.n)}
 
 
 # ---------------------------------------------------------------- evaluation
@@ -536,13 +547,17 @@ def evaluate(gpu: str, *, profiles: Sequence[ProfileRow] | None = None, cache: P
     or not, ``gemm-grid`` the log grid; fills of the sweeps' inputs count
     under the memory family of their sweep).  ``examples``: per example model
     (``example:*`` rows of test signatures and every ``held-out:*`` row,
-    weighted by occurrences ``n``), the share of kernel time estimated by
-    measured or fitted estimators (coverage) and the time-weighted error.
+    weighted by occurrences ``n``), the share of kernel time not left to the
+    roofline fallback (coverage: measured, fitted, or fitted on a GPU of the
+    same architecture and scaled) and the time-weighted error.  Families the
+    GPU has too few points of are borrowed as :func:`load` does.
     """
     g = catalog.lookup(gpu)
     rows = list(profiles) if profiles is not None else load_profiles(g.name)
     fit_rows, test_rows = split(rows)
     est = _cached_fit(g, f"evaluate{SEED}", fit_rows, cache)
+    if profiles is None:  # as load() does: thin families come from a profiled GPU of the same architecture
+        _borrow(est, g, [p for p in profiled_gpus() if p != g.name], None, cache)
     fitted_sigs = {r.op.signature() for r in fit_rows}
     points = [p for p in _points(test_rows) if p.op.signature() not in fitted_sigs]
     estimates = est.estimate_many([p.op for p in points])
@@ -571,6 +586,7 @@ def evaluate(gpu: str, *, profiles: Sequence[ProfileRow] | None = None, cache: P
         "fit": {"rows": len(fit_rows), "seconds": est.fit_seconds, "cache_hit": est.cache_hit,
                 "families": est.summary()},
         "families": families, "examples": examples, "targets": TARGETS,
+        "borrowed": {fam: other.source for fam, other in est.borrowed.items()},
     }
 
 
@@ -586,7 +602,7 @@ def _examples(est: Estimators, rows: Sequence[ProfileRow]) -> dict[str, Any]:
         pred = np.array([estimates[i].ns for i in idx])
         true = np.array([float(kernel_rows[i].busy_ns) for i in idx])
         weight = np.array([float(max(kernel_rows[i].n, 1)) for i in idx])
-        covered = np.array([estimates[i].confidence in ("measured", "fitted") for i in idx])
+        covered = np.array([estimates[i].confidence != "fallback" for i in idx])
         measured = np.array([estimates[i].confidence == "measured" for i in idx])
         total = float(np.sum(weight * true))
         out[source] = {
@@ -612,7 +628,8 @@ def render(report: Mapping[str, Any]) -> list[str]:
     lines = [f"{report['gpu']}: {fit['rows']} profile rows fitted ({how}); errors on points not used in fitting",
              f"  {'family':10} {'n':>6} {'median':>8} {'p90':>8} {'time-wtd':>9}  estimator (then per source)"]
     for fam, r in fams.items():
-        choice = fit["families"].get(fam, {}).get("choice", "roofline")
+        lent = report.get("borrowed", {}).get(fam)
+        choice = f"{lent}'s, scaled" if lent else fit["families"].get(fam, {}).get("choice", "roofline")
         lines.append(f"  {fam:10} {r['n']:6} {_percent(r['median_ape']):>8} {_percent(r['p90_ape']):>8} "
                      f"{_percent(r['time_weighted']):>9}  {choice}")
         for src, e in r.get("sources", {}).items():

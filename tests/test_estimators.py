@@ -270,7 +270,8 @@ def test_cache_hit_and_miss(rows: list[ProfileRow], tmp_path: Path) -> None:
     assert len(list(tmp_path.glob("*.pkl"))) == 1  # the stale fit was replaced
 
 
-def test_gpus_without_profiles(rows: list[ProfileRow], cache: Path, tmp_path: Path) -> None:
+def test_gpus_without_profiles(rows: list[ProfileRow], cache: Path, tmp_path: Path,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
     profiles = {GPU: rows}
     h100 = E.load(GPU, profiles=profiles, cache=cache)
     h200 = E.load("H200-SXM-141GB", profiles=profiles, cache=cache)
@@ -293,6 +294,13 @@ def test_gpus_without_profiles(rows: list[ProfileRow], cache: Path, tmp_path: Pa
     assert h200_own.source == "H200-SXM-141GB" and set(h200_own.borrowed) == set(F.FITTED) - {"copy"}
     assert h200_own.estimate(big).confidence == "scaled"
     assert h200_own.estimate(memcpy_op(12345, "d2d")).confidence == "fitted"
+    # A family with enough points of its own to be fitted, but under a tenth of the donor's, is
+    # borrowed all the same (the H200's convolutions: its example models' against the H100's sweep).
+    monkeypatch.setattr(E, "MIN_SELECT", 5)
+    gemm_rows = [r for r in rows if F.family(r.op) == "gemm"]
+    assert len(gemm_rows) > 10 * 10
+    few = {**profiles, "H200-SXM-141GB": [r for r in rows if F.family(r.op) == "copy"] + gemm_rows[:10]}
+    assert "gemm" in E.load("H200-SXM-141GB", profiles=few, cache=tmp_path).borrowed
 
 
 def test_evaluate_keeps_held_out_rows_out(rows: list[ProfileRow], cache: Path) -> None:
