@@ -6,4 +6,7 @@
 - :mod:`maya.predictor.align`: operation-by-operation alignment of two traces of the same script.
 - :mod:`maya.predictor.diff`: ``maya trace diff``, the report on such an alignment.
 - :mod:`maya.predictor.profiles`: profile tables (emulated features joined with recorded times).
+- :mod:`maya.predictor.roofline`: a catalog GPU's time for some FLOPs and bytes at its peaks.
+- :mod:`maya.predictor.features`: what the estimators know of an operation (family, work, features).
+- :mod:`maya.predictor.estimators`: kernel-time estimators fitted on the profile tables, and their evaluation.
 """
