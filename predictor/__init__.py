@@ -9,4 +9,5 @@
 - :mod:`maya.predictor.roofline`: a catalog GPU's time for some FLOPs and bytes at its peaks.
 - :mod:`maya.predictor.features`: what the estimators know of an operation (family, work, features).
 - :mod:`maya.predictor.estimators`: kernel-time estimators fitted on the profile tables, and their evaluation.
+- :mod:`maya.predictor.iterations`: the steady training steps of a trace, from its repeating structure.
 """

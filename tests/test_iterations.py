@@ -1,0 +1,79 @@
+"""Training steps found from the repeating structure of a trace (maya.predictor.iterations).
+
+Covers: a loop whose first step is irregular (extra operations, as cuDNN's
+benchmark trials make) and that ends with an epilogue; gradient
+accumulation (the whole step is the period, not the micro-batch); long
+repeats in the set-up and layers repeated within a step are not steps; a
+sequence that never repeats, or repeats only once, is refused with a
+message; an emulated training script: steps found on the thread that issues
+the most device operations, warm-up excluded.
+"""
+
+from __future__ import annotations
+
+import pytest
+from emulated import requires_library, run_emulated
+
+from maya.predictor.iterations import NoIterations, find_steps, trace_steps
+from maya.predictor.trace import read_trace
+
+
+def test_irregular_first_step_and_epilogue() -> None:
+    step = ["embed", "gemm", "softmax", "gemm", "loss", "gemm_bwd", "gemm_bwd", "adam", "sync"]
+    first = ["embed", "gemm", "trial", "trial", "gemm", "softmax", "gemm", "loss", "gemm_bwd", "init_state",
+             "gemm_bwd", "adam", "sync"]
+    keys = ["setup", "fill", *first, *step * 5, "save", "sync"]
+    assert find_steps(keys).period == len(step)
+    assert find_steps(keys).warmup < 2 + len(first)  # the first step's last three operations are steady already
+    steps = find_steps(keys, boundary=lambda k: k == "sync")
+    assert steps.period == len(step)
+    assert steps.count == 5
+    assert steps.warmup == 2 + len(first)
+    assert [keys[s] for s in steps.starts] == ["embed"] * 5
+    assert steps.tail == 2
+
+
+def test_gradient_accumulation_period_is_the_whole_step() -> None:
+    micro = ["fwd", "gemm", "bwd", "gemm_bwd"]
+    step = micro * 4 + ["clip", "adam", "zero"]
+    steps = find_steps(["init"] + step * 3)
+    assert steps.period == len(step) and steps.count == 3 and steps.warmup == 1
+
+
+def test_repeats_before_the_loop_or_inside_a_step_are_not_steps() -> None:
+    """Parameter fills at set-up repeat longer than two short steps do; a step repeats its layers."""
+    layer = ["ln", "gemm", "attn", "gemm", "ln", "gemm", "gelu", "gemm"]
+    step = ["embed", *layer * 6, "loss", *["bwd"] * 40, "adam", "sync"]
+    keys = ["fill"] * 3000 + ["state"] + step * 3 + ["print"]
+    steps = find_steps(keys)
+    assert steps.period == len(step) and steps.count == 3 and steps.tail == 1
+
+
+def test_no_loop_is_refused() -> None:
+    with pytest.raises(NoIterations, match="at least 2 identical training steps"):
+        find_steps([f"op{i}" for i in range(50)])
+    with pytest.raises(NoIterations):
+        find_steps(["a", "b", "c", "a", "x", "y"])  # "a" repeats, but no whole step does
+
+
+@requires_library
+def test_emulated_training_loop(tmp_path) -> None:
+    script = """
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for step in range(5):
+    loss = model(torch.randn(32, 64, device="cuda")).square().mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+"""
+    run = run_emulated(script, tmp_path)
+    assert run.returncode == 0, run.output
+    steps, records = trace_steps(read_trace(run.trace_path()))
+    # Step 0 creates AdamW's state and is not steady; at least three of the other four are.
+    assert steps.count >= 3 and steps.warmup > 0
+    assert len(records) >= steps.warmup + steps.count * steps.period
+    with pytest.raises(NoIterations, match="no device operations from a thread named 'nope'"):
+        trace_steps(read_trace(run.trace_path()), thread="nope")
