@@ -107,8 +107,8 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
     # within set-up (filling parameters) or within a step (layers) do not.
     best: tuple[bool, int, int, int] | None = None
     for p in _candidate_periods(x):
-        starts, lengths = _runs(x[:-p] == x[p:])
-        for start, length in zip(starts.tolist(), lengths.tolist(), strict=True):
+        run_starts, run_lengths = _runs(x[:-p] == x[p:])
+        for start, length in zip(run_starts.tolist(), run_lengths.tolist(), strict=True):
             if length < (MIN_STEPS - 1) * p:
                 continue
             end = start + length + p
@@ -160,5 +160,7 @@ def trace_steps(trace: Trace, thread: str | None = None) -> tuple[Steps, list[in
         tid = max(per_thread, key=lambda t: (any(k[0] in _HOST_WAITS for _, k in per_thread[t]), len(per_thread[t])))
     else:
         raise NoIterations("the trace holds no device operations")
-    records, keys = zip(*per_thread[tid], strict=True)
-    return find_steps(list(keys), boundary=lambda k: k[0] in _HOST_WAITS), list(records)
+    records = [i for i, _ in per_thread[tid]]
+    keys = [k for _, k in per_thread[tid]]
+    waits = {k for k in keys if k[0] in _HOST_WAITS}
+    return find_steps(keys, boundary=waits.__contains__), records
