@@ -1,0 +1,117 @@
+"""How long a collective takes: NCCL's ring and tree algorithms over NVLink and the network.
+
+A narrow interface (:class:`CollectiveModel`: one collective in, seconds out)
+so that a congestion-aware model can replace :class:`AnalyticalNccl`, which
+is alpha-beta: every algorithm step pays the link's latency, and the bytes
+each GPU must move cross its slowest link at that link's achieved rate.
+
+- Inside a node GPUs reach each other over NVLink/NVSwitch at
+  ``nvlink_gbps / 2`` per direction (the catalog gives both directions).
+- Between nodes each GPU has its own NIC (one rail per GPU, as on DGX and
+  HGX H100/H200 systems: 8 x 400 Gb/s), so a ring that crosses nodes runs at
+  the NIC's rate; a tree (used by NCCL across nodes for all-reduce) pays
+  log2(nodes) network latencies instead of one per rank.
+- Protocols: LL halves the bandwidth for a much lower latency, Simple the
+  reverse; the faster of the two is taken, as NCCL's tuner does.
+
+Calibration: ``NVLINK_EFFICIENCY`` from DDP's all-reduces on 2 x H200
+(benchmarks/data/gpu_fidelity/H200-SXM-141GB/ddp.json: three all-reduces of
+the 44.9 M fp32 gradients, 179.6 MB, in 674.8 us of NCCL kernel time on the
+rank that did not wait, 266 GB/s of bus bandwidth, 0.59 of 450 GB/s).  The
+latencies and the network's efficiency are nominal (NCCL's tuning model puts
+a few microseconds per step); no multi-node measurement calibrates them yet.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+from maya.catalog import GPU
+
+# NCCL op codes of COLL records (emulation-image/docs/nccl.md).
+OPS = {1: "all_reduce", 2: "broadcast", 3: "reduce", 4: "all_gather", 5: "reduce_scatter", 6: "all_to_all",
+       7: "send", 8: "recv", 9: "gather", 10: "scatter"}
+
+NVLINK_EFFICIENCY = 0.59   # achieved / nominal per-direction NVLink bandwidth (2 x H200 all-reduce, above)
+NET_EFFICIENCY = 0.9       # achieved / nominal NIC bandwidth (nominal)
+NIC_GBPS = 400.0           # one NIC per GPU, Gb/s (ConnectX-7 on DGX H100/H200)
+NVLINK_STEP_S = 1.0e-6     # latency per algorithm step over NVLink (nominal)
+NET_STEP_S = 4.0e-6        # latency per algorithm step over the network (nominal)
+LAUNCH_S = 4.0e-6          # a collective kernel's fixed cost (nominal)
+LL_LATENCY_FACTOR = 0.3    # LL protocol: latency per step relative to Simple's
+LL_BANDWIDTH_FACTOR = 0.5  # LL protocol: 8 bytes of flags per 8 bytes of data
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The links a job's GPUs talk over: per GPU and per direction, in bytes/s."""
+
+    gpus_per_node: int
+    nvlink_bytes_s: float
+    net_bytes_s: float
+    nvlink_step_s: float = NVLINK_STEP_S
+    net_step_s: float = NET_STEP_S
+
+    @classmethod
+    def of(cls, gpu: GPU, gpus_per_node: int | None = None) -> Fabric:
+        per_node = gpus_per_node or int(gpu.fields.get("gpus_per_node", 8))
+        nvlink = float(gpu.fields.get("nvlink_gbps", 0.0)) / 2 * 1e9 * NVLINK_EFFICIENCY
+        net = NIC_GBPS / 8 * 1e9 * NET_EFFICIENCY
+        return cls(per_node, nvlink or net, net)
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective as a COLL record describes it: ``bytes`` in each rank's send buffer."""
+
+    op: str
+    bytes: float
+    ranks: int
+    nodes: int = 1
+
+
+class CollectiveModel(Protocol):
+    def seconds(self, c: Collective) -> float: ...
+
+
+@dataclass(frozen=True)
+class AnalyticalNccl:
+    """Alpha-beta ring and tree times, the faster protocol of LL and Simple."""
+
+    fabric: Fabric
+
+    def seconds(self, c: Collective) -> float:
+        n = max(c.ranks, 1)
+        if n == 1:
+            return LAUNCH_S
+        multi_node = c.nodes > 1
+        bw = min(self.fabric.nvlink_bytes_s, self.fabric.net_bytes_s) if multi_node else self.fabric.nvlink_bytes_s
+        step = self.fabric.net_step_s if multi_node else self.fabric.nvlink_step_s
+        steps, moved = _ring(c.op, c.bytes, n)
+        times = [_protocols(steps * step, moved / bw)]
+        if c.op == "all_reduce" and multi_node:  # NCCL's tree: log2(nodes) network hops up and down
+            tree_steps = 2 * (math.ceil(math.log2(c.nodes)) * self.fabric.net_step_s
+                              + (self.fabric.gpus_per_node - 1) * self.fabric.nvlink_step_s)
+            times.append(_protocols(tree_steps, c.bytes / bw))
+        return LAUNCH_S + min(times)
+
+
+def _ring(op: str, nbytes: float, n: int) -> tuple[int, float]:
+    """(algorithm steps, bytes each GPU sends) of the ring algorithm."""
+    if op == "all_reduce":
+        return 2 * (n - 1), 2 * (n - 1) / n * nbytes
+    if op == "all_gather":  # bytes: this rank's part
+        return n - 1, (n - 1) * nbytes
+    if op in ("reduce_scatter", "all_to_all"):  # bytes: the whole buffer
+        return n - 1, (n - 1) / n * nbytes
+    if op in ("broadcast", "reduce", "gather", "scatter"):
+        return n - 1, nbytes
+    return 1, nbytes  # send, recv
+
+
+def _protocols(latency_s: float, transfer_s: float) -> float:
+    simple = latency_s + transfer_s
+    ll = LL_LATENCY_FACTOR * latency_s + transfer_s / LL_BANDWIDTH_FACTOR
+    return min(simple, ll)

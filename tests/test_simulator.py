@@ -1,0 +1,190 @@
+"""The discrete-event replay (maya.predictor.simulator) and the collective model (maya.predictor.network).
+
+Hand-built traces with known answers: host delays (scaled by the host's
+speed) and per-call costs; work on one stream runs in order; two
+non-blocking streams overlap; an event makes one stream wait for another;
+the legacy default stream waits for blocking streams; stream, device and
+event synchronisation and blocking copies hold the host; a collective
+starts when its last member reaches it, and the work queued behind it waits
+with it; a collective a member never reaches is reported.  Golden numbers
+for the collective model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from maya import catalog
+from maya.predictor.network import AnalyticalNccl, Collective, Fabric
+from maya.predictor.simulator import SimulationError, simulate
+from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
+
+US = 1000.0
+NO_COST = {}  # host cost per call: none, so that times are the trace's own
+
+
+class Build:
+    """A rank's trace, one call at a time; durations by record index."""
+
+    def __init__(self, rank: int = 0) -> None:
+        self.w = TraceWriter(rank=rank, world_size=2)
+        self.n = 0
+        self.t = 0
+        self.durations: dict[int, float] = {}
+
+    def add(self, kind: Kind, *, gap_us: float = 1.0, dur_us: float = 0.0, stream: int = 0, a32: int = 0,
+            a: tuple[int, ...] = (), flags: int = 0, ext: tuple[int, ...] = ()) -> int:
+        self.t += int(gap_us * US)
+        self.w.record(int(kind), t_ns=self.t, stream=stream, a32=a32, a=a, flags=flags, ext=ext)
+        if dur_us:
+            self.durations[self.n] = dur_us * US
+        self.n += 1
+        return self.n - 1
+
+    def kernel(self, dur_us: float, stream: int = 0, gap_us: float = 1.0) -> int:
+        return self.add(Kind.KERNEL, dur_us=dur_us, stream=stream, gap_us=gap_us, flags=Flag.ASYNC)
+
+    def trace(self, path: Path):
+        self.w.write(path)
+        return read_trace(path)
+
+
+def run(tmp_path: Path, *builds: Build, coll_us: float = 50.0, **kw):
+    traces = [b.trace(tmp_path / f"r{i}.mayatrace") for i, b in enumerate(builds)]
+    return simulate(traces, [b.durations for b in builds], lambda op, nbytes, n: coll_us * US,
+                    call_ns=kw.pop("call_ns", NO_COST), default_call_ns=0.0, **kw)
+
+
+def test_host_delays_scaled_and_call_costs(tmp_path: Path) -> None:
+    b = Build()
+    b.kernel(5, gap_us=10)
+    k = b.kernel(5, gap_us=100)
+    (r,) = run(tmp_path, b, host_speed=2.0)
+    assert r.issue[k] == pytest.approx(50 * US)  # the replay starts at the first record
+    (r,) = run(tmp_path, b, call_ns={int(Kind.KERNEL): 3 * US})
+    assert r.issue[k] == pytest.approx(103 * US)
+
+
+def test_one_stream_runs_in_order_two_non_blocking_streams_overlap(tmp_path: Path) -> None:
+    b = Build()
+    for s in (1, 2):
+        b.add(Kind.STREAM_CREATE, stream=s, a32=1)
+    a1 = b.kernel(100, stream=1)
+    a2 = b.kernel(50, stream=1)
+    c = b.kernel(100, stream=2)
+    sync = b.add(Kind.DEVICE_SYNC)
+    after = b.kernel(1)
+    (r,) = run(tmp_path, b)
+    assert r.start[a2] == pytest.approx(r.end[a1])
+    assert r.start[c] < r.end[a1]  # overlaps
+    assert r.issue[after] == pytest.approx(max(r.end[a2], r.end[c]) + 1 * US)
+    assert r.issue[sync] < r.end[a1]
+
+
+def test_event_edge_between_streams(tmp_path: Path) -> None:
+    b = Build()
+    for s in (1, 2):
+        b.add(Kind.STREAM_CREATE, stream=s, a32=1)
+    k1 = b.kernel(100, stream=1)
+    b.add(Kind.EVENT_RECORD, stream=1, a=(7, 1))
+    b.add(Kind.STREAM_WAIT_EVENT, stream=2, a=(7, 1))
+    k2 = b.kernel(10, stream=2)
+    k3 = b.kernel(10, stream=1)
+    (r,) = run(tmp_path, b)
+    assert r.start[k2] == pytest.approx(r.end[k1])
+    assert r.start[k3] == pytest.approx(r.end[k1])
+    # Without the wait, stream 2 would not have waited.
+    b2 = Build()
+    for s in (1, 2):
+        b2.add(Kind.STREAM_CREATE, stream=s, a32=1)
+    k1 = b2.kernel(100, stream=1)
+    k2 = b2.kernel(10, stream=2)
+    (r,) = run(tmp_path, b2)
+    assert r.start[k2] < r.end[k1]
+
+
+def test_legacy_default_stream_waits_for_blocking_streams(tmp_path: Path) -> None:
+    b = Build()
+    b.add(Kind.STREAM_CREATE, stream=1)  # blocking
+    b.add(Kind.STREAM_CREATE, stream=2, a32=1)  # non-blocking
+    k1 = b.kernel(100, stream=1)
+    k2 = b.kernel(200, stream=2)
+    k0 = b.kernel(10, stream=0)
+    k1b = b.kernel(10, stream=1)
+    (r,) = run(tmp_path, b)
+    assert r.start[k0] == pytest.approx(r.end[k1])  # but not after k2
+    assert r.start[k0] < r.end[k2]
+    assert r.start[k1b] == pytest.approx(r.end[k0])
+
+
+def test_synchronising_calls_hold_the_host(tmp_path: Path) -> None:
+    b = Build()
+    b.add(Kind.STREAM_CREATE, stream=1, a32=1)
+    k = b.kernel(100, stream=1)
+    b.add(Kind.STREAM_SYNC, stream=1)
+    after_stream = b.kernel(1)
+    k2 = b.kernel(100, stream=1)
+    b.add(Kind.EVENT_RECORD, stream=1, a=(3, 1))
+    b.add(Kind.EVENT_SYNC, a=(3, 1))
+    after_event = b.kernel(1)
+    copy = b.add(Kind.MEMCPY, dur_us=30, a32=2, a=(0, 0, 4096, 1 << 32))  # blocking device-to-host copy
+    after_copy = b.kernel(1)
+    (r,) = run(tmp_path, b)
+    assert r.issue[after_stream] == pytest.approx(r.end[k] + 1 * US)
+    assert r.issue[after_event] == pytest.approx(r.end[k2] + 1 * US)
+    assert r.issue[after_copy] == pytest.approx(r.end[copy] + 1 * US)
+
+
+def coll(b: Build, gap_us: float, seq: int, stream: int = 0) -> int:
+    return b.add(Kind.COLL, gap_us=gap_us, stream=stream, a32=seq, a=(99, 1024, 1 | 7 << 8, 2**64 - 1, 4096),
+                 flags=Flag.ASYNC, ext=(0, 0, 0))
+
+
+def test_collective_starts_when_its_last_member_arrives(tmp_path: Path) -> None:
+    ranks = [Build(0), Build(1)]
+    for i, b in enumerate(ranks):
+        b.add(Kind.COMM_INIT, a32=i, a=(99, 2 | i << 32))
+    before = ranks[0].kernel(20)
+    c0 = coll(ranks[0], 1, 1)
+    behind = ranks[0].kernel(10)
+    ranks[0].add(Kind.DEVICE_SYNC)
+    end0 = ranks[0].kernel(1)
+    c1 = coll(ranks[1], 300, 1)  # rank 1 is late
+    r0, r1 = run(tmp_path, *ranks, coll_us=50)
+    assert r0.start[c0] == pytest.approx(r1.start[c1]) == pytest.approx(r1.issue[c1])
+    assert r0.start[c0] > r0.end[before]
+    assert r0.end[c0] == pytest.approx(r0.start[c0] + 50 * US)
+    assert r0.start[behind] == pytest.approx(r0.end[c0])
+    assert r0.issue[end0] == pytest.approx(r0.end[behind] + 1 * US)
+
+
+def test_a_collective_a_member_never_reaches_is_reported(tmp_path: Path) -> None:
+    ranks = [Build(0), Build(1)]
+    for i, b in enumerate(ranks):
+        b.add(Kind.COMM_INIT, a32=i, a=(99, 2 | i << 32))
+    coll(ranks[0], 1, 1)
+    ranks[0].add(Kind.DEVICE_SYNC)
+    ranks[1].kernel(5)
+    with pytest.raises(SimulationError, match="rank 0 waits on device, in collective .* with 1 of 2 members"):
+        run(tmp_path, *ranks)
+
+
+def test_collective_model_golden_numbers() -> None:
+    h200 = catalog.lookup("H200-SXM-141GB")
+    fabric = Fabric.of(h200)
+    assert fabric.nvlink_bytes_s == pytest.approx(450e9 * 0.59)
+    model = AnalyticalNccl(fabric)
+    # 2 x H200, 60 MB all-reduce: one ring step each way, 60 MB over 265.5 GB/s, 4 us of launch.
+    assert model.seconds(Collective("all_reduce", 60e6, 2)) == pytest.approx(4e-6 + 2e-6 + 60e6 / 265.5e9)
+    # 8 GPUs: 2 x 7 steps, 2 x 7/8 of the bytes.
+    assert model.seconds(Collective("all_reduce", 1e9, 8)) == pytest.approx(4e-6 + 14e-6 + 1.75e9 / 265.5e9)
+    # Small messages take LL: 0.3 of the latency, half the bandwidth.
+    assert model.seconds(Collective("all_reduce", 1024, 8)) == pytest.approx(4e-6 + 0.3 * 14e-6 + 2 * 1792 / 265.5e9)
+    # All-gather: bytes are one rank's part.
+    assert model.seconds(Collective("all_gather", 1e8, 8)) == pytest.approx(4e-6 + 7e-6 + 7e8 / 265.5e9)
+    # Across nodes the NIC (400 Gb/s at 90%) is the bottleneck and the tree can win.
+    multi = model.seconds(Collective("all_reduce", 1e9, 16, nodes=2))
+    assert multi == pytest.approx(4e-6 + min(30 * 4e-6 + 2 * 15 / 16 * 1e9 / 45e9, 2 * (4e-6 + 7e-6) + 1e9 / 45e9))
+    assert model.seconds(Collective("all_reduce", 1e9, 1)) == pytest.approx(4e-6)
