@@ -2,6 +2,8 @@
 
     maya emulate --gpu NAME [--gpus N] [--gpus-per-node M] --out DIR -- COMMAND...
     maya record --out DIR -- COMMAND...          (on a machine with a real GPU)
+    maya predict --gpu NAME [--gpus-per-node M] [--json] [--timeline FILE] [--out DIR] -- COMMAND...
+    maya predict --gpu NAME --from DIR [--oracle] [--json] [--timeline FILE]
     maya gpus
     maya summary DIR
     maya trace FILE
@@ -56,6 +58,24 @@ def _parser() -> argparse.ArgumentParser:
         "with the measured device time of every kernel, copy and memset, into DIR.",
     )
     r.add_argument("--out", required=True, type=Path, help="output folder for traces and record.json")
+    q = sub.add_parser(
+        "predict",
+        help="predict a training step's time and memory on a GPU",
+        usage="maya predict --gpu NAME [--gpus-per-node M] [--json] [--timeline FILE] [--out DIR] -- COMMAND...\n"
+        "       maya predict --gpu NAME --from DIR [--oracle] [--json] [--timeline FILE]",
+        description="Emulate COMMAND on virtual GPUs of type NAME, estimate every device operation, replay the "
+        "job on its streams, hosts and network, and print the steady-state step time, where it goes, and peak "
+        "memory against capacity.  --from DIR replays the traces of an earlier 'maya emulate' (or, with "
+        "--oracle, of a 'maya record' on a real GPU, with its measured device times).",
+    )
+    q.add_argument("--gpu", required=True, help="catalog name (see 'maya gpus'), case-insensitive")
+    q.add_argument("--gpus", type=int, default=None, help="GPUs visible to each process (default: --gpus-per-node)")
+    q.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per node (default 8)")
+    q.add_argument("--out", type=Path, default=None, help="where the emulation's traces go (default: a temporary folder)")
+    q.add_argument("--from", dest="source", type=Path, default=None, help="replay this folder instead of emulating")
+    q.add_argument("--oracle", action="store_true", help="with --from: use the recorded device times")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.add_argument("--timeline", type=Path, default=None, help="write a Chrome/Perfetto trace of the replay")
     sub.add_parser("gpus", help="list the GPU catalog")
     s = sub.add_parser("summary", help="summarise the output folder of an earlier run again")
     s.add_argument("dir", type=Path)
@@ -114,6 +134,54 @@ def _cmd_emulate(args: argparse.Namespace, command: list[str]) -> int:
     except EmulateError as e:
         print(f"maya: {e}", file=sys.stderr)
         return 2
+
+
+def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
+    import tempfile
+
+    from maya.predict import PredictError, predict_folder
+
+    if (args.source is None) == (not command):
+        print("maya predict: give either a command after '--' or --from DIR", file=sys.stderr)
+        return 2
+    if args.oracle and args.source is None:
+        print("maya predict: --oracle replays a recorded folder: add --from DIR", file=sys.stderr)
+        return 2
+    folder = args.source
+    if folder is None:
+        folder = args.out or Path(tempfile.mkdtemp(prefix="maya-predict-"))
+        args.out = folder
+        rc = _cmd_emulate(args, command)
+        if rc != 0:
+            print(f"maya predict: the command did not complete under emulation (exit {rc}); nothing to predict",
+                  file=sys.stderr)
+            return rc
+    try:
+        p = predict_folder(folder, args.gpu, gpus_per_node=args.gpus_per_node, oracle=args.oracle,
+                           timeline=args.timeline)
+    except catalog.UnknownGPU as e:
+        print(f"maya: unknown GPU {e.name!r}; see 'maya gpus'", file=sys.stderr)
+        return 2
+    except PredictError as e:
+        print(f"maya predict: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(p.to_json()))
+        return 0
+    ms = 1e3
+    print(f"{p.gpu}: step {p.step_time_s * ms:.2f} ms (median of {len(p.steps_s)} steady steps: "
+          + ", ".join(f"{s * ms:.2f}" for s in p.steps_s) + ")")
+    for k, v in p.breakdown.items():
+        print(f"  {k.removesuffix('_s').replace('_', ' '):24} {v * ms:9.2f} ms")
+    gib = 2**30
+    for r, peak in enumerate(p.peak_memory_bytes):
+        verdict = "fits" if peak <= p.capacity_bytes else f"does NOT fit: short by {(peak - p.capacity_bytes) / gib:.2f} GiB"
+        print(f"  rank {r} peak memory {peak / gib:.2f} GiB of {p.capacity_bytes / gib:.2f} GiB: {verdict}")
+    if p.confidence:
+        print("  device time by estimate confidence: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in p.confidence.items()))
+    if args.timeline:
+        print(f"  timeline: {args.timeline} (open in ui.perfetto.dev)")
+    return 0
 
 
 def _cmd_record(args: argparse.Namespace, command: list[str]) -> int:
@@ -208,6 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_emulate(args, command)
     if args.cmd == "record":
         return _cmd_record(args, command)
+    if args.cmd == "predict":
+        return _cmd_predict(args, command)
     if command:
         print(f"maya {args.cmd}: unexpected arguments after '--'", file=sys.stderr)
         return 2

@@ -108,9 +108,10 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
              call_ns: Mapping[int, float] = CALL_NS, default_call_ns: float = DEFAULT_CALL_NS) -> list[RankResult]:
     """Replay ``traces`` (one per rank, ``trace.header['rank']``).
 
-    ``durations[r]``: device ns of rank r's device records by record index
-    (collectives excepted); ``collective_ns(op, bytes, members)``: a
-    collective's device time; ``host_speed``: the GPU server's CPU speed
+    ``durations[r]``: device ns of rank r's device records by record index;
+    ``collective_ns(op, bytes, members)``: the device time of a collective
+    that has none there (with measured times, a recorded trace's: the
+    shortest member's, since the others' include waiting for it); ``host_speed``: the GPU server's CPU speed
     relative to the emulating one (host delays are divided by it);
     ``call_ns``: host cost of a call by record kind (``default_call_ns`` for
     the others)."""
@@ -293,7 +294,8 @@ class _Simulator:
         if len(p.ready) < p.members:
             return False
         begin = max(p.ready.values())
-        length = self.collective_ns(p.op, p.nbytes, p.members)
+        measured = [self.durations[r][j] for r, j in p.records.items() if j in self.durations[r]]
+        length = min(measured) if measured else self.collective_ns(p.op, p.nbytes, p.members)
         for r, j in p.records.items():
             self.start[r][j], self.end[r][j] = begin, begin + length
             other = self.ranks[r]

@@ -7,16 +7,21 @@ the legacy default stream waits for blocking streams; stream, device and
 event synchronisation and blocking copies hold the host; a collective
 starts when its last member reaches it, and the work queued behind it waits
 with it; a collective a member never reaches is reported.  Golden numbers
-for the collective model.
+for the collective model.  ``maya predict`` end to end on a small training
+script: step time, breakdown, memory, confidence, timeline, replay of a
+folder, and the error for a folder without traces.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
+from emulated import requires_library
 
-from maya import catalog
+from maya import catalog, cli
 from maya.predictor.network import AnalyticalNccl, Collective, Fabric
 from maya.predictor.simulator import SimulationError, simulate
 from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
@@ -188,3 +193,41 @@ def test_collective_model_golden_numbers() -> None:
     multi = model.seconds(Collective("all_reduce", 1e9, 16, nodes=2))
     assert multi == pytest.approx(4e-6 + min(30 * 4e-6 + 2 * 15 / 16 * 1e9 / 45e9, 2 * (4e-6 + 7e-6) + 1e9 / 45e9))
     assert model.seconds(Collective("all_reduce", 1e9, 1)) == pytest.approx(4e-6)
+
+
+PREDICT_SCRIPT = """
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512)).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+for step in range(4):
+    loss = model(torch.randn(256, 512, device="cuda")).square().mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    loss.item()
+"""
+
+
+@requires_library
+def test_maya_predict_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Emulate, estimate, replay, report: one JSON object with the fields the CLI promises."""
+    script = tmp_path / "train.py"
+    script.write_text(PREDICT_SCRIPT)
+    timeline = tmp_path / "timeline.json"
+    rc = cli.main(["predict", "--gpu", "H100-SXM-80GB", "--json", "--out", str(tmp_path / "out"),
+                   "--timeline", str(timeline), "--", sys.executable, str(script)])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["gpu"] == "H100-SXM-80GB" and out["fits"] is True
+    assert 0 < out["step_time_s"] < 0.1 and len(out["steps_s"]) >= 2
+    assert sum(out["breakdown"].values()) == pytest.approx(out["step_time_s"], rel=0.35)  # median vs mean
+    assert out["peak_memory_bytes"][0] > 0
+    assert sum(out["confidence"].values()) == pytest.approx(1.0)
+    events = json.loads(timeline.read_text())["traceEvents"]
+    assert any(e.get("cat") == "BLAS" for e in events)
+    # Replaying the same folder again gives the same answer; a folder without traces is refused.
+    assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--json", "--from", str(tmp_path / "out")]) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert again["step_time_s"] == out["step_time_s"]
+    assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--from", str(tmp_path)]) == 2
+    assert "no rank<R>.mayatrace" in capsys.readouterr().err

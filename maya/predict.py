@@ -1,0 +1,126 @@
+"""``maya predict``: emulate a command, estimate every operation, replay the job, report a step.
+
+The steps: ``maya emulate`` runs the command on virtual GPUs; the kernel-time
+estimators of the target GPU (:mod:`maya.predictor.estimators`) give each
+device operation a duration; the collective model
+(:mod:`maya.predictor.network`) gives each collective one; the replay
+(:mod:`maya.predictor.simulator`) puts them on the streams and hosts of
+every rank; the steady steps are found in rank 0's trace
+(:mod:`maya.predictor.iterations`) and measured (:mod:`maya.predictor.step`).
+
+``oracle=True`` replays a trace recorded on a real GPU (``maya record``)
+with its measured device times instead of estimates: what is left of the
+error is the replay's own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from maya import catalog
+from maya.predictor import estimators
+from maya.predictor.iterations import trace_steps
+from maya.predictor.network import OPS, AnalyticalNccl, Collective, Fabric
+from maya.predictor.ops import device_ops, measured
+from maya.predictor.simulator import simulate
+from maya.predictor.step import step_time, write_timeline
+from maya.predictor.trace import Kind, Trace, read_trace
+
+_RANK_FILE = re.compile(r"rank(\d+)\.mayatrace$")
+
+
+class PredictError(Exception):
+    """Nothing to predict from (no traces, no repeating steps...); the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    gpu: str
+    step_time_s: float
+    steps_s: tuple[float, ...]
+    breakdown: dict[str, float]
+    peak_memory_bytes: list[int]
+    capacity_bytes: int
+    confidence: dict[str, float]
+
+    @property
+    def fits(self) -> bool:
+        return all(p <= self.capacity_bytes for p in self.peak_memory_bytes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "step_time_s": self.step_time_s, "steps_s": list(self.steps_s),
+                "breakdown": self.breakdown, "peak_memory_bytes": self.peak_memory_bytes,
+                "capacity_bytes": self.capacity_bytes, "fits": self.fits, "confidence": self.confidence}
+
+
+def rank_traces(folder: Path) -> list[Trace]:
+    """The traces of a run, by rank (a rank's second CUDA process, ``rank<R>.pid<P>``, is left out)."""
+    found = sorted((int(m.group(1)), p) for p in folder.glob("rank*.mayatrace") if (m := _RANK_FILE.search(p.name)))
+    if not found:
+        raise PredictError(f"no rank<R>.mayatrace in {folder}: run 'maya emulate --out {folder} -- ...' first")
+    return [read_trace(p) for _, p in found]
+
+
+def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,
+                   timeline: Path | None = None) -> Prediction:
+    """Predict from the traces in ``folder`` (an emulated run; or, with ``oracle``, a recorded one)."""
+    g = catalog.lookup(gpu)
+    traces = rank_traces(folder)
+    per_node = gpus_per_node or int(traces[0].header["gpus_per_node"]) or 8
+    durations: list[dict[int, float]] = []
+    weights: dict[str, float] = {}
+    labels: list[list[str]] = []
+    est = None if oracle else estimators.load(g.name)
+    for t in traces:
+        ops = device_ops(t)
+        names = [""] * len(t.records)
+        for i, op in ops:
+            names[i] = op.name
+        labels.append(names)
+        if est is None:
+            durations.append({i: float(m.busy_ns) for i, m in measured(t).items()})
+            continue
+        work = [(i, op) for i, op in ops if op.kind != int(Kind.COLL)]
+        found = est.estimate_many([op for _, op in work])
+        durations.append({i: e.ns for (i, _), e in zip(work, found, strict=True)})
+        for e in found:
+            weights[e.confidence] = weights.get(e.confidence, 0.0) + e.ns
+    model = AnalyticalNccl(Fabric.of(g, per_node))
+
+    def collective_ns(op: int, nbytes: float, members: int) -> float:
+        nodes = max(1, math.ceil(members / per_node))
+        return model.seconds(Collective(OPS.get(op, "all_reduce"), nbytes, members, nodes)) * 1e9
+
+    results = simulate(traces, durations, collective_ns)
+    try:
+        steps, records = trace_steps(traces[0])
+    except ValueError as e:
+        raise PredictError(f"{e}; run the training loop for at least 3 steps") from None
+    st = step_time(traces[0], results[0], steps, records)
+    if timeline is not None:
+        write_timeline(timeline, traces, results, labels)
+    total = sum(weights.values()) or 1.0
+    return Prediction(g.name, st.step_s, st.steps, st.breakdown, _peaks(folder, traces),
+                      g.memory_bytes - g.reserved_bytes,
+                      {k: v / total for k, v in sorted(weights.items())})
+
+
+def _peaks(folder: Path, traces: list[Trace]) -> list[int]:
+    """Peak device memory per rank: the caching allocator's reservation (summary.json), else the
+    trace's MALLOC records."""
+    summary = folder / "summary.json"
+    if summary.is_file():
+        ranks = json.loads(summary.read_text()).get("ranks", [])
+        return [int(r.get("peak_reserved_bytes") or 0) for r in ranks]
+    peaks = []
+    for t in traces:
+        sel = t.of_kind(Kind.MALLOC)
+        peaks.append(int(np.max(t.records["a"][sel][:, 2])) if len(sel) else 0)
+    return peaks
