@@ -77,7 +77,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     durations: list[dict[int, float]] = []
     weights: dict[str, float] = {}
     labels: list[list[str]] = []
-    est = None if oracle else estimators.load(g.name)
+    est = None if oracle else _estimators(g.name)
     for t in traces:
         ops = device_ops(t)
         names = [""] * len(t.records)
@@ -110,6 +110,16 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     return Prediction(g.name, st.step_s, st.steps, st.breakdown, _peaks(folder, traces),
                       g.memory_bytes - g.reserved_bytes,
                       {k: v / total for k, v in sorted(weights.items())})
+
+
+_LOADED: dict[str, estimators.Estimators] = {}
+
+
+def _estimators(gpu: str) -> estimators.Estimators:
+    """One load per GPU and process (reading the cached fit takes seconds)."""
+    if gpu not in _LOADED:
+        _LOADED[gpu] = estimators.load(gpu)
+    return _LOADED[gpu]
 
 
 def _peaks(folder: Path, traces: list[Trace]) -> list[int]:
