@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from maya.predictor import estimators
 from maya.predictor.iterations import trace_steps
 from maya.predictor.network import OPS, AnalyticalNccl, Collective, Fabric
 from maya.predictor.ops import device_ops, measured
-from maya.predictor.simulator import simulate
+from maya.predictor.simulator import SimulationError, simulate
 from maya.predictor.step import step_time, write_timeline
 from maya.predictor.trace import Kind, Trace, read_trace
 
@@ -69,7 +70,7 @@ def rank_traces(folder: Path) -> list[Trace]:
 
 
 def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,
-                   timeline: Path | None = None) -> Prediction:
+                   timeline: Path | None = None, call_ns: Mapping[int, float] | None = None) -> Prediction:
     """Predict from the traces in ``folder`` (an emulated run; or, with ``oracle``, a recorded one)."""
     g = catalog.lookup(gpu)
     traces = rank_traces(folder)
@@ -98,7 +99,10 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
         nodes = max(1, math.ceil(members / per_node))
         return model.seconds(Collective(OPS.get(op, "all_reduce"), nbytes, members, nodes)) * 1e9
 
-    results = simulate(traces, durations, collective_ns)
+    try:
+        results = simulate(traces, durations, collective_ns, **({"call_ns": call_ns} if call_ns is not None else {}))
+    except SimulationError as e:
+        raise PredictError(str(e)) from None
     try:
         steps, records = trace_steps(traces[0])
     except ValueError as e:

@@ -320,13 +320,18 @@ class _Simulator:
             done = None if np.isnan(t) else float(t)
         elif what == "stream":
             s = rank.streams.get((args[0], args[1]))
-            done = None if s is None else (None if s.queue else s.free)
+            done = rank.host if s is None else (None if s.queue else s.free)  # an unused stream has nothing to wait for
         elif what == "device":
             streams = [s for (d, _), s in rank.streams.items() if d == args[0]]
             done = None if any(s.queue for s in streams) else max([0.0, *(s.free for s in streams)])
         else:
             ev = rank.events.get((args[0], args[1]))
-            done = ev if ev is not None else (0.0 if args[1] == 0 else None)
+            # An event recorded on a stream that has not reached it yet holds the host; one never
+            # recorded (or recorded by a trace that does not write EVENT_RECORD) does not.
+            queued = any(int(rank.trace.records["kind"][j]) == int(Kind.EVENT_RECORD)
+                         and tuple(int(w) for w in rank.trace.records["a"][j][:2]) == args
+                         for st in rank.streams.values() for j in st.queue)
+            done = ev if ev is not None else (None if queued else rank.host)
         if done is None:
             return False
         rank.host = max(rank.host, done)
