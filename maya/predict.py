@@ -30,7 +30,7 @@ from maya.predictor import estimators
 from maya.predictor.iterations import trace_steps
 from maya.predictor.network import OPS, AnalyticalNccl, Collective, Fabric
 from maya.predictor.ops import device_ops, measured
-from maya.predictor.simulator import SimulationError, simulate
+from maya.predictor.simulator import CALL_NS, SimulationError, simulate
 from maya.predictor.step import step_time, write_timeline
 from maya.predictor.trace import Kind, Trace, read_trace
 
@@ -100,7 +100,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
         return model.seconds(Collective(OPS.get(op, "all_reduce"), nbytes, members, nodes)) * 1e9
 
     try:
-        results = simulate(traces, durations, collective_ns, **({"call_ns": call_ns} if call_ns is not None else {}))
+        results = simulate(traces, durations, collective_ns, call_ns=CALL_NS if call_ns is None else call_ns)
     except SimulationError as e:
         raise PredictError(str(e)) from None
     try:
