@@ -1,5 +1,5 @@
 # Top-level entry points.  A new user needs exactly two commands:
-#   make demo   set everything up and run Maya on an example training script
+#   make demo   set everything up and predict an example training script's step on an H100
 #   make test   set everything up and run every check (what CI runs)
 # Set-up steps leave stamp files in .venv, so repeating them is cheap.
 
@@ -7,7 +7,7 @@ PYTHON ?= python3.11
 VENV := .venv
 VPY := $(CURDIR)/$(VENV)/bin/python
 LIB := emulation-image/build/libmaya.so
-DEMO_ARGS ?= --steps 3
+DEMO_ARGS ?= --steps 4
 
 .PHONY: all setup venv lib demo test lint typecheck ctest pytest clean
 
@@ -31,7 +31,7 @@ lib: $(VENV)/.installed
 	$(MAKE) -C emulation-image PYTHON=$(VPY)
 
 demo: setup
-	$(VENV)/bin/maya emulate --gpu H100-SXM-80GB --out out/demo -- $(VPY) examples/gpt.py $(DEMO_ARGS)
+	$(VENV)/bin/maya predict --gpu H100-SXM-80GB --out out/demo --timeline out/demo/timeline.json -- $(VPY) examples/gpt.py $(DEMO_ARGS)
 
 test: setup lint typecheck ctest pytest
 
