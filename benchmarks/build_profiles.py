@@ -3,7 +3,7 @@
     python benchmarks/build_profiles.py CAMPAIGN_DIR [--jobs NAMES] [--out predictor/profiles]
 
 CAMPAIGN_DIR holds what benchmarks/profile_campaign.py brought back from a
-GPU machine (*.tar.xz of per-job folders with rank0.mayatrace and
+GPU machine (per-job .tar.xz archives, see archives.py, of folders with rank0.mayatrace and
 record.json).  Each job's command line is emulated here on the same catalog
 GPU; the emulated and recorded traces are joined operation by operation
 (features from the emulated operation, durations from the recorded one) and
@@ -17,13 +17,13 @@ import argparse
 import json
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.archives import extract_all  # noqa: E402
 from benchmarks.profiling_jobs import JOBS  # noqa: E402
 from maya.predictor.profiles import rows_from_pair, write_table  # noqa: E402
 from maya.predictor.trace import read_trace  # noqa: E402
@@ -58,9 +58,7 @@ def main() -> int:
     p.add_argument("--work", type=Path, default=None, help="working folder, reused between runs (default: a new one)")
     a = p.parse_args()
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-profiles-"))
-    for archive in sorted(a.campaign.glob("*.tar.xz")):
-        with tarfile.open(archive) as tar:
-            tar.extractall(work / "recorded", filter="data")
+    extract_all(a.campaign, work / "recorded")
     wanted = set(filter(None, a.jobs.split(",")))
     tables: dict[tuple[str, str], list] = {}
     stamps: dict[tuple[str, str], dict] = {}

@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.archives import extract_all  # noqa: E402
 from benchmarks.build_profiles import emulate, part_of  # noqa: E402
 from maya.predictor import estimators  # noqa: E402
 from maya.predictor.profiles import join, load_profiles  # noqa: E402
@@ -39,8 +39,7 @@ def main() -> int:
     a = p.parse_args()
     campaign = a.campaign or ROOT / "benchmarks" / "data" / "profile_campaign" / a.gpu
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-kernel-sum-"))
-    with tarfile.open(campaign / "examples.tar.xz") as tar:
-        tar.extractall(work / "recorded", filter="data")
+    extract_all(campaign, work / "recorded", ("example", "held-out"))
     rows = load_profiles(a.gpu)
     results = []
     for folder in sorted((work / "recorded").iterdir()):

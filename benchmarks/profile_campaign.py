@@ -5,7 +5,7 @@
 Builds the record-mode interposer on the machine, then runs each job under
 ``maya record`` (the sweeps of benchmarks/profiling/sweep.py, the example
 models at their default and held-out sizes) and packs the traces with their
-record.json into a few .tar.xz files under --out.  Back on the CPU host,
+record.json into one .tar.xz per job under --out (split into parts past 4 MiB: archives.py).  Back on the CPU host,
 ``benchmarks/build_profiles.py`` emulates the same jobs and joins the two
 into the profile tables the estimators are fitted on.  Standard library only
 (numpy for the short report); the machine's own Python and torch run the jobs.
@@ -19,13 +19,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.archives import pack  # noqa: E402
 from benchmarks.profiling_jobs import JOBS  # noqa: E402
 
 
@@ -97,14 +97,8 @@ def main() -> int:
         shutil.copy(ROOT / JOBS[name][0], folder / "job.py")
         done[name] = {"rc": rc, **report(folder)}
         print(json.dumps({name: done[name]})[:2000], flush=True)
-    by_group: dict[str, list[str]] = {}
     for name in done:
-        group = "sweeps" if name.startswith("sweep-") else "examples" if name != "smoke" else "smoke"
-        by_group.setdefault(group, []).append(name)
-    for group, members in by_group.items():
-        with tarfile.open(a.out / f"{group}.tar.xz", "w:xz", preset=6) as tar:
-            for name in members:
-                tar.add(work / name, arcname=name)
+        pack(work / name, a.out / f"{name}.tar.xz")
     (a.out / "campaign.json").write_text(json.dumps({"log": log, "jobs": done}, indent=1) + "\n")
     return 0
 

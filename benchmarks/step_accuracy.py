@@ -22,7 +22,6 @@ import argparse
 import json
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.archives import extract_all  # noqa: E402
 from maya.predict import PredictError, predict_folder  # noqa: E402
 
 TRUTH = ROOT / "benchmarks" / "data" / "gpu_fidelity"
@@ -85,8 +85,7 @@ def main() -> int:
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-step-accuracy-"))
     recorded = work / "recorded"
     if not recorded.is_dir():
-        with tarfile.open(ROOT / "benchmarks/data/profile_campaign/H100-SXM-80GB/examples.tar.xz") as tar:
-            tar.extractall(recorded, filter="data")
+        extract_all(ROOT / "benchmarks/data/profile_campaign/H100-SXM-80GB", recorded, ("example", "held-out"))
     wanted = set(filter(None, a.only.split(",")))
     rows: list[dict[str, Any]] = []
     for name, (truth, gpu, nproc, job) in CASES.items():
