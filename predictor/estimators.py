@@ -557,7 +557,7 @@ def evaluate(gpu: str, *, profiles: Sequence[ProfileRow] | None = None, cache: P
     fit_rows, test_rows = split(rows)
     est = _cached_fit(g, f"evaluate{SEED}", fit_rows, cache)
     if profiles is None:  # as load() does: thin families come from a profiled GPU of the same architecture
-        _borrow(est, g, [p for p in profiled_gpus() if p != g.name], None, cache)
+        _borrow(est, g, profiled_gpus(), None, cache)
     fitted_sigs = {r.op.signature() for r in fit_rows}
     points = [p for p in _points(test_rows) if p.op.signature() not in fitted_sigs]
     estimates = est.estimate_many([p.op for p in points])

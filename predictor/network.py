@@ -56,8 +56,8 @@ class Fabric:
 
     @classmethod
     def of(cls, gpu: GPU, gpus_per_node: int | None = None) -> Fabric:
-        per_node = gpus_per_node or int(gpu.fields.get("gpus_per_node", 8))
-        nvlink = float(gpu.fields.get("nvlink_gbps", 0.0)) / 2 * 1e9 * NVLINK_EFFICIENCY
+        per_node = gpus_per_node or gpu.gpus_per_node
+        nvlink = gpu.nvlink_bytes_per_s / 2 * NVLINK_EFFICIENCY if "nvlink_gbps" in gpu.fields else 0.0
         net = NIC_GBPS / 8 * 1e9 * NET_EFFICIENCY
         return cls(per_node, nvlink or net, net)
 

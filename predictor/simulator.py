@@ -58,7 +58,7 @@ class RankResult:
     """Times of one rank's records, ns from the start of the simulation (NaN where not applicable).
 
     ``issue``: when the host issued each record; ``start``/``end``: when each
-    device operation ran; ``stream``: (device, stream) of each device operation."""
+    device operation ran; ``host_end``: when the host finished."""
 
     rank: int
     issue: npt.NDArray[np.float64]
@@ -84,6 +84,7 @@ class _Rank:
     streams: dict[tuple[int, int], _Stream] = field(default_factory=dict)
     events: dict[tuple[int, int], float] = field(default_factory=dict)
     waiting: tuple[str, tuple[int, ...]] | None = None  # why the host is held
+    prev_end: float | None = None  # emulated end of the previous record
 
 
 @dataclass
@@ -115,16 +116,16 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
     relative to the emulating one (host delays are divided by it);
     ``call_ns``: host cost of a call by record kind (``default_call_ns`` for
     the others)."""
-    sim = _Simulator(traces, durations, collective_ns, host_speed, {**{-1: default_call_ns}, **call_ns})
+    sim = _Simulator(traces, durations, collective_ns, host_speed, call_ns, default_call_ns)
     return sim.run()
 
 
 class _Simulator:
     def __init__(self, traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
                  collective_ns: Callable[[int, float, int], float], host_speed: float,
-                 call_ns: Mapping[int, float]) -> None:
+                 call_ns: Mapping[int, float], default_call_ns: float) -> None:
         self.durations, self.collective_ns = durations, collective_ns
-        self.host_speed, self.call_ns = host_speed, call_ns
+        self.host_speed, self.call_ns, self.default_call_ns = host_speed, call_ns, default_call_ns
         self.ranks = [_Rank(i, t, _replay_order(t)) for i, t in enumerate(traces)]
         n = [len(t.records) for t in traces]
         self.issue = [np.full(k, np.nan) for k in n]
@@ -136,7 +137,6 @@ class _Simulator:
                 a1 = int(t.records["a"][i][1])
                 self.comm_size[int(t.records["a"][i][0])] = a1 & 0xFFFFFFFF
         self.pending: dict[tuple[int, ...], _Pending] = {}
-        self.prev_end: list[float | None] = [None] * len(traces)  # emulated end of the previous record
 
     # ------------------------------------------------------------ main loop
 
@@ -173,12 +173,11 @@ class _Simulator:
         t_ns, dur_ns = float(rec["t_ns"]), float(rec["dur_ns"])
         if kind == _COLL:  # time spent waiting for the other ranks is an emulation artefact
             dur_ns = max(dur_ns - float(rank.trace.ext(i)[0]), 0.0)
-        prev = self.prev_end[rank.rank]
-        gap = max(t_ns - prev, 0.0) if prev is not None else 0.0
-        self.prev_end[rank.rank] = t_ns + dur_ns
+        gap = max(t_ns - rank.prev_end, 0.0) if rank.prev_end is not None else 0.0
+        rank.prev_end = t_ns + dur_ns
         rank.host += gap / self.host_speed
         self.issue[rank.rank][i] = rank.host
-        rank.host += self.call_ns.get(kind, self.call_ns[-1])
+        rank.host += self.call_ns.get(kind, self.default_call_ns)
         rank.pos += 1
         self._issue(rank, i, kind, rec)
         self._try_release(rank)
