@@ -485,7 +485,7 @@ def main() -> int:
         print(f"no campaign data in {[str(d) for d in dirs] or DATA}: emulated side only", flush=True)
         gpu = a.gpu or "H100-SXM-80GB"
         for name in campaign.EXAMPLES:
-            if (only and name not in only) or (not only and campaign.EXAMPLES[name][2] > 1):
+            if (only and name not in only) or (not only and (campaign.EXAMPLES[name][2] > 1 or name in campaign.SIZES)):
                 continue
             rows.append(evaluate(name, None, {}, gpu, work / gpu, a.timeout))
     for d, env, examples in sources:

@@ -62,6 +62,26 @@ HELD_OUT = {
     "recommender-wide": ("examples/recommender.py", ["--dim", "256", "--batch", "8192"], 1),
 }
 EXAMPLES.update(HELD_OUT)
+# More sizes (--part sizes): batch, sequence length, width and depth varied
+# three ways per example, for the step-time benchmark (step_accuracy.py).
+SIZES = {
+    "gpt-b4": ("examples/gpt.py", ["--batch", "4"], 1),
+    "gpt-s512": ("examples/gpt.py", ["--seq-len", "512", "--batch", "8"], 1),
+    "gpt-w512": ("examples/gpt.py", ["--n-layer", "8", "--n-embd", "512", "--n-head", "8"], 1),
+    "bert-b8": ("examples/bert.py", ["--batch", "8"], 1),
+    "bert-s128": ("examples/bert.py", ["--seq-len", "128", "--batch", "32"], 1),
+    "bert-w512": ("examples/bert.py", ["--hidden", "512", "--heads", "8", "--n-layer", "8"], 1),
+    "cnn-b128": ("examples/cnn.py", ["--batch", "128"], 1),
+    "cnn-i128": ("examples/cnn.py", ["--image-size", "128"], 1),
+    "cnn-w32": ("examples/cnn.py", ["--width", "32", "--batch", "32"], 1),
+    "recommender-b1024": ("examples/recommender.py", ["--batch", "1024"], 1),
+    "recommender-d64": ("examples/recommender.py", ["--dim", "64"], 1),
+    "recommender-t16": ("examples/recommender.py", ["--tables", "16", "--rows", "500000"], 1),
+    "ddp-b4": ("examples/ddp.py", ["--batch", "4"], 2),
+    "ddp-s1024": ("examples/ddp.py", ["--seq-len", "1024"], 2),
+    "ddp-w768": ("examples/ddp.py", ["--n-embd", "768", "--n-head", "12"], 2),
+}
+EXAMPLES.update(SIZES)
 
 # NVLink multicast must stay off on the shared multi-GPU hosts.
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -364,11 +384,14 @@ def _write_json(path: str, obj) -> None:
 
 
 def main() -> int:
+    global STEPS
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=os.environ.get("OUT"), help="output folder (default $OUT)")
-    p.add_argument("--part", choices=["auto", "single", "ddp", "all", "held-out"], default="auto",
+    p.add_argument("--part", choices=["auto", "single", "ddp", "all", "held-out", "sizes"], default="auto",
                    help="single-GPU examples, the DDP example, or both; auto = both when 2 GPUs are seen; "
-                        "held-out = the held-out sizes")
+                        "held-out = the held-out sizes; sizes = three more sizes of each example")
+    p.add_argument("--steps", type=int, default=STEPS, help="training steps per run (default %(default)s)")
+    p.add_argument("--no-profile", action="store_true", help="no profiled first run (step times only)")
     p.add_argument("--only", default=None, help="comma-separated example names")
     p.add_argument("--repeats", type=int, default=3, help="runs per example, budget allowing")
     p.add_argument("--budget-s", type=float, default=420.0, help="stop starting runs after this")
@@ -377,6 +400,7 @@ def main() -> int:
     p.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--probe-no-warmup", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
+    STEPS = a.steps
     if a.probe:
         info = probe(warmup=not a.probe_no_warmup)
         print(json.dumps(info), flush=True)
@@ -388,13 +412,15 @@ def main() -> int:
     c.log(f"campaign in {ROOT}: {shlex.join(sys.argv)}")
     info = c.run_probe()
     gpus = info.get("device_count", 0) or 0
-    names = [n for n in EXAMPLES if EXAMPLES[n][2] == 1 and n not in HELD_OUT]
+    names = [n for n in EXAMPLES if EXAMPLES[n][2] == 1 and n not in HELD_OUT and n not in SIZES]
     if a.part in ("ddp", "all") or (a.part == "auto" and (gpus >= 2 or a.dry_run)):
         names.append("ddp")
     if a.part == "ddp":
         names = ["ddp"]
     if a.part == "held-out":
         names = list(HELD_OUT)
+    if a.part == "sizes":
+        names = list(SIZES)
     if a.only:
         names = [n for n in a.only.split(",") if n in EXAMPLES]
     for n in names:
@@ -411,7 +437,7 @@ def main() -> int:
             if rep == 0 and c.left() < 10:
                 c.log(f"{n}: skipped, budget spent")
                 continue
-            c.run_example(n, profile=(rep == 0))
+            c.run_example(n, profile=(rep == 0 and not a.no_profile))
     c.summary(info)
     shutil.rmtree(c.tmp, ignore_errors=True)
     failed = [n for n, e in c.data.items() if any(r["returncode"] != 0 for r in e["runs"])]

@@ -2,17 +2,18 @@
 
     python benchmarks/step_accuracy.py [--only NAME,...] [--work DIR]
 
-Ground truth: benchmarks/data/gpu_fidelity/ (the examples, fresh processes,
-on an H100 at default and held-out sizes, and on 2 x H200 with DDP), whose
-steady step is the median over the unprofiled runs of each run's median of
-steps 2 and later (step 0 warms up; step 1 still rebuilds DDP buckets or
-autotunes).  Each configuration is emulated here with the same arguments,
-then predicted with `maya predict`'s code (estimators of the measured GPU,
-the replay, the collective model).  The oracle column replays the trace
-recorded on the H100 by the profiling campaign
-(benchmarks/data/profile_campaign/H100-SXM-80GB/examples.tar.xz; `--steps
-3`, a different process than the ground truth's) with its measured device
-times and host delays: the replay's own error.  Saves
+Ground truth (benchmarks/step_truth.py): the examples at their default,
+held-out and three more sizes on an H100, the median over three fresh
+processes of each run's median steady step, with the run-to-run spread; and
+the 2-rank DDP example on 2 x H200 (benchmarks/data/gpu_fidelity, two
+unprofiled runs).  Each configuration is emulated here with the same
+arguments and predicted with ``maya predict``'s code: the estimators of the
+measured GPU, the collective model, and the host model with the slowdown
+fitted on the other example models (leave one model out,
+benchmarks/results/host_calibration.json), so no case is predicted with a
+factor that saw it.  The oracle column replays the trace recorded on the
+H100 by the profiling campaign (default and held-out sizes only; CUPTI's
+overhead is in its host delays): the replay's own error.  Saves
 benchmarks/results/step_accuracy.json and prints a table.
 """
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,49 +32,40 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.archives import extract_all  # noqa: E402
+from benchmarks.step_truth import STEADY_FROM, Measured, emulate, measured  # noqa: E402
 from maya.predict import PredictError, predict_folder  # noqa: E402
+from maya.predictor.host import HostModel, host_model  # noqa: E402
 
-TRUTH = ROOT / "benchmarks" / "data" / "gpu_fidelity"
-CASES = {  # name -> (ground-truth file, GPU, processes, campaign job with a recorded trace)
-    "gpt": ("H100-SXM-80GB/gpt.json", "H100-SXM-80GB", 1, "example-gpt"),
-    "bert": ("H100-SXM-80GB/bert.json", "H100-SXM-80GB", 1, "example-bert"),
-    "cnn": ("H100-SXM-80GB/cnn.json", "H100-SXM-80GB", 1, "example-cnn"),
-    "recommender": ("H100-SXM-80GB/recommender.json", "H100-SXM-80GB", 1, "example-recommender"),
-    "gpt-d128": ("H100-SXM-80GB-held-out/gpt-d128.json", "H100-SXM-80GB", 1, "held-out-gpt-d128"),
-    "bert-large": ("H100-SXM-80GB-held-out/bert-large.json", "H100-SXM-80GB", 1, "held-out-bert-large"),
-    "cnn-wide": ("H100-SXM-80GB-held-out/cnn-wide.json", "H100-SXM-80GB", 1, "held-out-cnn-wide"),
-    "recommender-wide": ("H100-SXM-80GB-held-out/recommender-wide.json", "H100-SXM-80GB", 1,
-                         "held-out-recommender-wide"),
-    "ddp-2xH200": ("H200-SXM-141GB/ddp.json", "H200-SXM-141GB", 2, None),
-}
-STEADY_FROM = 2
+GPU = "H100-SXM-80GB"
+DDP = ROOT / "benchmarks" / "data" / "gpu_fidelity" / "H200-SXM-141GB" / "ddp.json"
+CALIBRATION = ROOT / "benchmarks" / "results" / "host_calibration.json"
+RECORDED = ROOT / "benchmarks" / "data" / "profile_campaign" / GPU
 
 
 def pct(x: float | None) -> str:
     return "   -   " if x is None else f"{100 * x:+6.1f}%"
 
 
-def measured(path: Path) -> tuple[float, float, int]:
-    """(median steady step s, run-to-run spread (max - min) / median, runs) over the unprofiled runs."""
-    d = json.loads(path.read_text())
-    per_run = []
-    for run in d["runs"]:
-        if run.get("profiled") or not run.get("results"):
-            continue
-        steps = [s for res in run["results"] for s in res["step_times_s"][STEADY_FROM:]]
-        per_run.append(median(steps))
-    m = median(per_run)
-    return m, (max(per_run) - min(per_run)) / m, len(per_run)
+def ddp_case() -> Measured:
+    d = json.loads(DDP.read_text())
+    steps = [median(run["results"][0]["step_times_s"][STEADY_FROM:]) for run in d["runs"]
+             if not run.get("profiled") and run.get("results")]
+    return Measured("ddp-2xH200", "H200-SXM-141GB", d["argv"], 2, steps, [])
 
 
-def emulate(argv: list[str], gpu: str, nproc: int, out: Path) -> None:
-    script = [sys.executable, *argv] if nproc == 1 else [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *argv]
-    cmd = [sys.executable, "-m", "maya", "emulate", "--gpu", gpu, "--gpus-per-node", str(max(nproc, 1)),
-           "--out", str(out), "--", *script]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
-    if p.returncode != 0:
-        raise RuntimeError(f"emulating {argv} failed ({p.returncode}):\n{p.stderr[-2000:]}")
+def host_for(case: Measured, calibration: dict[str, Any]) -> HostModel:
+    """The case's machine's host, with the slowdown fitted without the case's example model."""
+    rows = {r["name"]: r for r in calibration.get(case.gpu, {}).get("configs", [])}
+    if case.name in rows:
+        return HostModel(rows[case.name]["slowdown_without_model"], {}, "leave one model out")
+    return host_model(case.gpu)
+
+
+def recorded_job(name: str, recorded: Path) -> Path | None:
+    for job in (f"example-{name}", f"held-out-{name}"):
+        if (recorded / job).is_dir():
+            return recorded / job
+    return None
 
 
 def main() -> int:
@@ -85,39 +76,42 @@ def main() -> int:
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-step-accuracy-"))
     recorded = work / "recorded"
     if not recorded.is_dir():
-        extract_all(ROOT / "benchmarks/data/profile_campaign/H100-SXM-80GB", recorded, ("example", "held-out"))
+        extract_all(RECORDED, recorded, ("example", "held-out"))
+    calibration = json.loads(CALIBRATION.read_text())["machines"]
     wanted = set(filter(None, a.only.split(",")))
     rows: list[dict[str, Any]] = []
-    for name, (truth, gpu, nproc, job) in CASES.items():
-        if wanted and name not in wanted:
+    for case in [*measured(GPU), ddp_case()]:
+        if wanted and case.name not in wanted:
             continue
-        meas, spread, runs = measured(TRUTH / truth)
-        argv = json.loads((TRUTH / truth).read_text())["argv"]
-        out = work / "emulated" / name
-        if not (out / "summary.json").is_file():
-            emulate(argv, gpu, nproc, out)
+        meas = median(case.step_s)
+        out = emulate(case.argv, case.gpu, case.processes, work / "emulated" / case.gpu / case.name)
+        host = host_for(case, calibration)
         t0 = time.perf_counter()
-        row: dict[str, Any] = {"case": name, "gpu": gpu, "processes": nproc, "argv": argv,
-                               "measured_s": meas, "spread": spread, "runs": runs}
+        row: dict[str, Any] = {"case": case.name, "gpu": case.gpu, "processes": case.processes, "argv": case.argv,
+                               "measured_s": meas, "spread": case.spread, "runs": len(case.step_s),
+                               "host_slowdown": host.slowdown}
         try:
-            p = predict_folder(out, gpu, gpus_per_node=max(nproc, 1))
+            p = predict_folder(out, case.gpu, gpus_per_node=case.processes, host=host)
             row.update(predicted_s=p.step_time_s, error=p.step_time_s / meas - 1, breakdown=p.breakdown,
                        predict_wall_s=time.perf_counter() - t0)
         except PredictError as e:
             row.update(predicted_s=None, error=None, note=str(e))
-        if job and (recorded / job).is_dir():
+        job = recorded_job(case.name, recorded) if case.gpu == GPU else None
+        if job is not None:
             try:
-                o = predict_folder(recorded / job, gpu, oracle=True)
+                o = predict_folder(job, case.gpu, oracle=True)
                 row.update(oracle_s=o.step_time_s, oracle_error=o.step_time_s / meas - 1)
             except PredictError as e:
                 row.update(oracle_s=None, oracle_error=None, oracle_note=str(e))
         rows.append(row)
-        print(f"{name:18} {gpu:15} measured {meas * 1e3:8.2f} ms (spread {100 * spread:4.1f}%, {runs} runs)  "
-              f"predicted {(row.get('predicted_s') or 0) * 1e3:8.2f} ms {pct(row.get('error'))}  "
-              f"oracle {pct(row.get('oracle_error'))}", flush=True)
+        print(f"{case.name:18} {case.gpu:15} measured {meas * 1e3:7.2f} ms (spread {100 * case.spread:4.1f}%, "
+              f"{len(case.step_s)} runs)  predicted {(row.get('predicted_s') or 0) * 1e3:7.2f} ms "
+              f"{pct(row.get('error'))}  oracle {pct(row.get('oracle_error'))}", flush=True)
     errors = [abs(r["error"]) for r in rows if r.get("error") is not None]
     oracle = [abs(r["oracle_error"]) for r in rows if r.get("oracle_error") is not None]
-    summary = {"median_abs_error": median(errors) if errors else None, "max_abs_error": max(errors, default=None),
+    summary = {"cases": len(rows), "median_abs_error": median(errors) if errors else None,
+               "max_abs_error": max(errors, default=None), "within_8pct": sum(e <= 0.08 for e in errors),
+               "median_spread": median(r["spread"] for r in rows) if rows else None,
                "oracle_median_abs_error": median(oracle) if oracle else None}
     print(json.dumps(summary))
     path = ROOT / "benchmarks" / "results" / "step_accuracy.json"

@@ -2,7 +2,9 @@
 
 Each example builds a model and a `step(i)` function; `train()` runs the
 steps and prints one JSON line at the end with the peak memory, per-step
-wall times and the peak memory after each step (cumulative: the peak
+wall times, the host's time to issue each step (until `step(i)` returns,
+before the synchronisation: a host-bound step's cost) and the peak memory
+after each step (cumulative: the peak
 statistics are never reset, so `maya emulate`'s own summary agrees).  Steps are separated by
 `torch.cuda.synchronize()` (a device-wide synchronisation: exact step times,
 and exact windows for the profiler).  With `--profile-step K`, step K runs
@@ -109,7 +111,7 @@ def train(name: str, args: argparse.Namespace, step, extra: dict | None = None) 
     dev = torch.cuda.current_device()
     torch.cuda.synchronize()
     setup_peak = torch.cuda.max_memory_allocated()
-    times, peaks, peaks_reserved, ends = [], [], [], []
+    times, host_times, peaks, peaks_reserved, ends = [], [], [], [], []
     profile = None
     for i in range(args.steps):
         prof = None
@@ -118,8 +120,10 @@ def train(name: str, args: argparse.Namespace, step, extra: dict | None = None) 
             prof.__enter__()
         t0 = time.perf_counter()
         step(i)
+        issued = time.perf_counter()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        host_times.append(issued - t0)
         if prof is not None:
             prof.__exit__(None, None, None)
             profile = kernel_profile(prof)
@@ -140,6 +144,7 @@ def train(name: str, args: argparse.Namespace, step, extra: dict | None = None) 
         "step_end_memory_allocated": ends,
         "mem_get_info_end": [free, total],
         "step_times_s": [round(t, 6) for t in times],
+        "host_times_s": [round(t, 6) for t in host_times],
         "device": torch.cuda.get_device_name(dev),
         "rank": _rank(),
         "world_size": int(os.environ.get("WORLD_SIZE", "1")),

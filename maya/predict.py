@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,10 +26,11 @@ import numpy as np
 
 from maya import catalog
 from maya.predictor import estimators
+from maya.predictor.host import HostModel, host_model
 from maya.predictor.iterations import trace_steps
 from maya.predictor.network import OPS, AnalyticalNccl, Collective, Fabric
 from maya.predictor.ops import device_ops, measured
-from maya.predictor.simulator import CALL_NS, SimulationError, simulate
+from maya.predictor.simulator import DEFAULT_CALL_NS, SimulationError, simulate
 from maya.predictor.step import step_time, write_timeline
 from maya.predictor.trace import Kind, Trace, read_trace
 
@@ -70,9 +70,14 @@ def rank_traces(folder: Path) -> list[Trace]:
 
 
 def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,
-                   timeline: Path | None = None, call_ns: Mapping[int, float] | None = None) -> Prediction:
-    """Predict from the traces in ``folder`` (an emulated run; or, with ``oracle``, a recorded one)."""
+                   timeline: Path | None = None, host: HostModel | None = None) -> Prediction:
+    """Predict from the traces in ``folder`` (an emulated run; or, with ``oracle``, a recorded one).
+
+    ``host``: the server's host model (default: the GPU's calibrated one; with ``oracle``, the
+    recorded host delays as they are, which were measured on the server)."""
     g = catalog.lookup(gpu)
+    if host is None:
+        host = HostModel() if oracle else host_model(g.name)
     traces = rank_traces(folder)
     per_node = gpus_per_node or int(traces[0].header["gpus_per_node"]) or 8
     durations: list[dict[int, float]] = []
@@ -100,7 +105,8 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
         return model.seconds(Collective(OPS.get(op, "all_reduce"), nbytes, members, nodes)) * 1e9
 
     try:
-        results = simulate(traces, durations, collective_ns, call_ns=CALL_NS if call_ns is None else call_ns)
+        results = simulate(traces, durations, collective_ns, host_slowdown=host.slowdown, call_ns=host.call_ns,
+                           default_call_ns=DEFAULT_CALL_NS if host.call_ns else 0.0)
     except SimulationError as e:
         raise PredictError(str(e)) from None
     try:

@@ -4,7 +4,7 @@ Discrete-event, as in the Maya paper:
 
 - Each rank's host issues its intercepted calls in trace order, separated
   by the host delays measured under emulation (the CPU time between the end
-  of one call and the start of the next), scaled by ``host_speed``, plus a
+  of one call and the start of the next), multiplied by ``host_slowdown``, plus a
   fixed cost per call.  The records of all host threads of a rank are taken
   in time order as one sequence: PyTorch's main thread waits while autograd's
   thread runs the backward pass, so their work does not overlap.
@@ -96,7 +96,7 @@ class _Pending:
     op: int = 0
 
 
-def _replay_order(trace: Trace) -> npt.NDArray[np.int64]:
+def replay_order(trace: Trace) -> npt.NDArray[np.int64]:
     """Records to replay: all but bookkeeping and captured ones, in host time order (stable)."""
     recs = trace.records
     keep = ~np.isin(recs["kind"], list(_SKIPPED)) & ((recs["flags"] & Flag.CAPTURED) == 0)
@@ -105,28 +105,29 @@ def _replay_order(trace: Trace) -> npt.NDArray[np.int64]:
 
 
 def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
-             collective_ns: Callable[[int, float, int], float], *, host_speed: float = 1.0,
+             collective_ns: Callable[[int, float, int], float], *, host_slowdown: float = 1.0,
              call_ns: Mapping[int, float] = CALL_NS, default_call_ns: float = DEFAULT_CALL_NS) -> list[RankResult]:
     """Replay ``traces`` (one per rank, ``trace.header['rank']``).
 
     ``durations[r]``: device ns of rank r's device records by record index;
     ``collective_ns(op, bytes, members)``: the device time of a collective
     that has none there (with measured times, a recorded trace's: the
-    shortest member's, since the others' include waiting for it); ``host_speed``: the GPU server's CPU speed
-    relative to the emulating one (host delays are divided by it);
+    shortest member's, since the others' include waiting for it); ``host_slowdown``: how much longer the GPU
+    server's host takes than the emulating one (host delays are multiplied by
+    it, :mod:`maya.predictor.host`);
     ``call_ns``: host cost of a call by record kind (``default_call_ns`` for
     the others)."""
-    sim = _Simulator(traces, durations, collective_ns, host_speed, call_ns, default_call_ns)
+    sim = _Simulator(traces, durations, collective_ns, host_slowdown, call_ns, default_call_ns)
     return sim.run()
 
 
 class _Simulator:
     def __init__(self, traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
-                 collective_ns: Callable[[int, float, int], float], host_speed: float,
+                 collective_ns: Callable[[int, float, int], float], host_slowdown: float,
                  call_ns: Mapping[int, float], default_call_ns: float) -> None:
         self.durations, self.collective_ns = durations, collective_ns
-        self.host_speed, self.call_ns, self.default_call_ns = host_speed, call_ns, default_call_ns
-        self.ranks = [_Rank(i, t, _replay_order(t)) for i, t in enumerate(traces)]
+        self.host_slowdown, self.call_ns, self.default_call_ns = host_slowdown, call_ns, default_call_ns
+        self.ranks = [_Rank(i, t, replay_order(t)) for i, t in enumerate(traces)]
         n = [len(t.records) for t in traces]
         self.issue = [np.full(k, np.nan) for k in n]
         self.start = [np.full(k, np.nan) for k in n]
@@ -175,7 +176,7 @@ class _Simulator:
             dur_ns = max(dur_ns - float(rank.trace.ext(i)[0]), 0.0)
         gap = max(t_ns - rank.prev_end, 0.0) if rank.prev_end is not None else 0.0
         rank.prev_end = t_ns + dur_ns
-        rank.host += gap / self.host_speed
+        rank.host += gap * self.host_slowdown
         self.issue[rank.rank][i] = rank.host
         rank.host += self.call_ns.get(kind, self.default_call_ns)
         rank.pos += 1

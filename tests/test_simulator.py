@@ -66,7 +66,7 @@ def test_host_delays_scaled_and_call_costs(tmp_path: Path) -> None:
     b = Build()
     b.kernel(5, gap_us=10)
     k = b.kernel(5, gap_us=100)
-    (r,) = run(tmp_path, b, host_speed=2.0)
+    (r,) = run(tmp_path, b, host_slowdown=0.5)
     assert r.issue[k] == pytest.approx(50 * US)  # the replay starts at the first record
     (r,) = run(tmp_path, b, call_ns={int(Kind.KERNEL): 3 * US})
     assert r.issue[k] == pytest.approx(103 * US)
