@@ -14,12 +14,21 @@ each GPU must move cross its slowest link at that link's achieved rate.
 - Protocols: LL halves the bandwidth for a much lower latency, Simple the
   reverse; the faster of the two is taken, as NCCL's tuner does.
 
-Calibration: ``NVLINK_EFFICIENCY`` from DDP's all-reduces on 2 x H200
-(benchmarks/data/gpu_fidelity/H200-SXM-141GB/ddp.json: three all-reduces of
-the 44.9 M fp32 gradients, 179.6 MB, in 674.8 us of NCCL kernel time on the
-rank that did not wait, 266 GB/s of bus bandwidth, 0.59 of 450 GB/s).  The
-latencies and the network's efficiency are nominal (NCCL's tuning model puts
-a few microseconds per step); no multi-node measurement calibrates them yet.
+Calibration (benchmarks/data/nccl_published/figures.json holds the figures
+with their sources, and tests/test_simulator.py checks the model on them):
+``NVLINK_EFFICIENCY`` from ring all-reduce on 8 x H100 with NVLink SHARP off,
+368.8 GB/s of bus bandwidth over the 450 GB/s line rate (NVIDIA's NCCL
+maintainer puts the protocol overhead at ~20%, 370 GB/s); ``NVLINK_STEP_S``
+from the same system's 8-byte all-reduce, 13.7 us; ``NET_EFFICIENCY`` from
+the 46-48 GB/s that NCCL reaches per 400 Gb/s NDR NIC.  Across nodes a ring
+runs one channel per rail, so a node's GPUs together cross the network at
+the rate of all its NICs.  NVLink SHARP (NVLS) all-reduce, up to ~480 GB/s on
+8 GPUs, is not modelled: the shared hosts here keep it off.  Inside training
+the all-reduces are slower than in isolation: DDP's gradient all-reduces on
+2 x H200 (benchmarks/data/gpu_fidelity/H200-SXM-141GB/ddp.json, 179.6 MB in
+674.8 us of NCCL kernel time) reached 266 GB/s, 0.72 of this model's rate,
+sharing SMs and memory with the backward pass.  The network's latency per
+step is nominal; no multi-node run here measures it.
 """
 
 from __future__ import annotations
@@ -34,10 +43,10 @@ from maya.catalog import GPU
 OPS = {1: "all_reduce", 2: "broadcast", 3: "reduce", 4: "all_gather", 5: "reduce_scatter", 6: "all_to_all",
        7: "send", 8: "recv", 9: "gather", 10: "scatter"}
 
-NVLINK_EFFICIENCY = 0.59   # achieved / nominal per-direction NVLink bandwidth (2 x H200 all-reduce, above)
-NET_EFFICIENCY = 0.9       # achieved / nominal NIC bandwidth (nominal)
+NVLINK_EFFICIENCY = 0.82   # achieved / nominal per-direction NVLink bandwidth (nccl-tests ring, above)
+NET_EFFICIENCY = 0.94      # achieved / nominal NIC bandwidth (47 of 50 GB/s per NDR NIC, above)
 NIC_GBPS = 400.0           # one NIC per GPU, Gb/s (ConnectX-7 on DGX H100/H200)
-NVLINK_STEP_S = 1.0e-6     # latency per algorithm step over NVLink (nominal)
+NVLINK_STEP_S = 2.3e-6     # latency per algorithm step over NVLink (8-byte all-reduce, 8 x H100, above)
 NET_STEP_S = 4.0e-6        # latency per algorithm step over the network (nominal)
 LAUNCH_S = 4.0e-6          # a collective kernel's fixed cost (nominal)
 LL_LATENCY_FACTOR = 0.3    # LL protocol: latency per step relative to Simple's
@@ -87,14 +96,16 @@ class AnalyticalNccl:
         if n == 1:
             return LAUNCH_S
         multi_node = c.nodes > 1
-        bw = min(self.fabric.nvlink_bytes_s, self.fabric.net_bytes_s) if multi_node else self.fabric.nvlink_bytes_s
+        # Across nodes: one ring channel per rail, a node's NICs side by side.
+        rails = self.fabric.net_bytes_s * self.fabric.gpus_per_node
+        bw = min(self.fabric.nvlink_bytes_s, rails) if multi_node else self.fabric.nvlink_bytes_s
         step = self.fabric.net_step_s if multi_node else self.fabric.nvlink_step_s
         steps, moved = _ring(c.op, c.bytes, n)
         times = [_protocols(steps * step, moved / bw)]
         if c.op == "all_reduce" and multi_node:  # NCCL's tree: log2(nodes) network hops up and down
             tree_steps = 2 * (math.ceil(math.log2(c.nodes)) * self.fabric.net_step_s
                               + (self.fabric.gpus_per_node - 1) * self.fabric.nvlink_step_s)
-            times.append(_protocols(tree_steps, c.bytes / bw))
+            times.append(_protocols(tree_steps, 2 * c.bytes / bw))  # reduced up, broadcast down
         return LAUNCH_S + min(times)
 
 
