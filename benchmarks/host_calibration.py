@@ -2,7 +2,7 @@
 
     python benchmarks/host_calibration.py [--work DIR]
 
-For every configuration measured on a GPU machine (benchmarks/step_times.py's
+For every configuration measured on a GPU machine (benchmarks/step_truth.py's
 data: the host's time to issue each step, fresh processes), the same command
 is emulated here and its host delay per steady step is summed
 (:func:`maya.predictor.host.step_host_delays_ns`).  The machine's factor is
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -72,7 +73,7 @@ def main() -> int:
               f"out: median {100 * summary['median_abs_error']:.1f}%, max {100 * summary['max_abs_error']:.1f}%")
         machines[gpu] = {"slowdown": round(slowdown, 3), "configs": len(rows)}
         report[gpu] = {"summary": summary, "configs": rows}
-    emulating = {"cpu": cpu_model(), "cpus": len(__import__("os").sched_getaffinity(0))}
+    emulating = {"cpu": cpu_model(), "cpus": len(os.sched_getaffinity(0))}
     CALIBRATION.write_text(json.dumps({
         "about": "Host slowdown per catalog machine: the GPU server's host time per step over the host delays "
                  "emulated on the CPU below (benchmarks/host_calibration.py).",

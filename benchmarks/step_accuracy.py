@@ -57,7 +57,7 @@ def host_for(case: Measured, calibration: dict[str, Any]) -> HostModel:
     """The case's machine's host, with the slowdown fitted without the case's example model."""
     rows = {r["name"]: r for r in calibration.get(case.gpu, {}).get("configs", [])}
     if case.name in rows:
-        return HostModel(rows[case.name]["slowdown_without_model"], {}, "leave one model out")
+        return HostModel(rows[case.name]["slowdown_without_model"], {}, 0.0, "leave one model out")
     return host_model(case.gpu)
 
 

@@ -30,7 +30,7 @@ from maya.predictor.host import HostModel, host_model
 from maya.predictor.iterations import trace_steps
 from maya.predictor.network import OPS, AnalyticalNccl, Collective, Fabric
 from maya.predictor.ops import device_ops, measured
-from maya.predictor.simulator import DEFAULT_CALL_NS, SimulationError, simulate
+from maya.predictor.simulator import SimulationError, simulate
 from maya.predictor.step import step_time, write_timeline
 from maya.predictor.trace import Kind, Trace, read_trace
 
@@ -106,7 +106,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
 
     try:
         results = simulate(traces, durations, collective_ns, host_slowdown=host.slowdown, call_ns=host.call_ns,
-                           default_call_ns=DEFAULT_CALL_NS if host.call_ns else 0.0)
+                           default_call_ns=host.default_call_ns)
     except SimulationError as e:
         raise PredictError(str(e)) from None
     try:

@@ -27,7 +27,7 @@ from statistics import median
 import numpy as np
 
 from maya.predictor.iterations import trace_steps
-from maya.predictor.simulator import CALL_NS, replay_order
+from maya.predictor.simulator import CALL_NS, DEFAULT_CALL_NS, replay_order
 from maya.predictor.trace import Trace
 
 CALIBRATION = Path(__file__).with_name("host_calibration.json")
@@ -35,10 +35,12 @@ CALIBRATION = Path(__file__).with_name("host_calibration.json")
 
 @dataclass(frozen=True)
 class HostModel:
-    """How the replay times a rank's host: delays x ``slowdown`` plus ``call_ns`` per call by kind."""
+    """How the replay times a rank's host: delays x ``slowdown`` plus ``call_ns`` per call by kind
+    (``default_call_ns`` for the other kinds)."""
 
     slowdown: float = 1.0
     call_ns: Mapping[int, float] = field(default_factory=lambda: dict(CALL_NS))
+    default_call_ns: float = DEFAULT_CALL_NS
     source: str = "nominal call costs, no calibration for this GPU"
 
 
@@ -48,7 +50,7 @@ def host_model(gpu: str, path: Path = CALIBRATION) -> HostModel:
     m = machines.get(gpu)
     if not m:
         return HostModel()
-    return HostModel(float(m["slowdown"]), {}, f"calibrated on {m['configs']} measured configurations")
+    return HostModel(float(m["slowdown"]), {}, 0.0, f"calibrated on {m['configs']} measured configurations")
 
 
 def step_host_delays_ns(trace: Trace) -> list[float]:

@@ -49,7 +49,7 @@ def test_calibrated_and_nominal_host(tmp_path: Path) -> None:
     calib = json.loads(CALIBRATION.read_text())
     for gpu, m in calib["machines"].items():  # the committed calibration is what predict uses
         h = host_model(gpu)
-        assert h.slowdown == m["slowdown"] > 1.0 and not h.call_ns
+        assert h.slowdown == m["slowdown"] > 1.0 and not h.call_ns and h.default_call_ns == 0.0
     nominal = host_model("no-such-gpu")
     assert nominal == HostModel() and nominal.slowdown == 1.0 and nominal.call_ns == dict(CALL_NS)
     path = tmp_path / "c.json"
