@@ -24,15 +24,21 @@ Discrete-event, as in the Maya paper:
 :func:`simulate` returns, per rank, each record's host issue time and each
 device operation's start and end; step times and breakdowns are computed
 from those (:mod:`maya.predictor.step`).
+
+The replay is compiled (numba): the traces are first laid out as flat
+arrays (one row per replayed record; streams, events and collectives
+numbered densely), then one loop runs every rank until its host is held,
+and the next, until all have finished.  Ranks only meet in collectives,
+whose start is the latest member's arrival, so the order in which ranks
+are run does not change any time.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+import numba
 import numpy as np
 import numpy.typing as npt
 
@@ -44,9 +50,21 @@ CALL_NS: Mapping[int, float] = {int(Kind.KERNEL): 2000.0, int(Kind.BLAS): 4000.0
 DEFAULT_CALL_NS = 500.0
 NON_BLOCKING = 0x1  # cudaStreamNonBlocking, in STREAM_CREATE a32
 
-_DEVICE_WORK = frozenset(int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.BLAS, Kind.DNN, Kind.COLL))
-_SKIPPED = frozenset(int(k) for k in (Kind.STRING, Kind.FUNC, Kind.THREAD, Kind.NOTE, Kind.DEVICE_TIME, Kind.CONT))
-_COLL, _SEND, _RECV = int(Kind.COLL), 7, 8
+_DEVICE_WORK = [int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.BLAS, Kind.DNN)]
+_SKIPPED = [int(k) for k in (Kind.STRING, Kind.FUNC, Kind.THREAD, Kind.NOTE, Kind.DEVICE_TIME, Kind.CONT)]
+_SEND, _RECV = 7, 8
+
+# What a replayed record does (``code``); the first five go to a stream.
+_NOP, _WORK, _WORK_SYNC, _RECORD, _WAIT, _COLL, _SYNC_STREAM, _SYNC_DEVICE, _SYNC_EVENT = range(9)
+# What a held host waits for (``wait``).
+_FREE, _ON_OP, _ON_STREAM, _ON_DEVICE, _ON_EVENT = range(5)
+_WAITS = {_ON_OP: "a blocking copy", _ON_STREAM: "a stream synchronisation",
+          _ON_DEVICE: "a device synchronisation", _ON_EVENT: "an event synchronisation"}
+
+
+_I = npt.NDArray[np.int64]
+_F = npt.NDArray[np.float64]
+_B = npt.NDArray[np.bool_]
 
 
 class SimulationError(RuntimeError):
@@ -67,39 +85,10 @@ class RankResult:
     host_end: float = 0.0
 
 
-@dataclass
-class _Stream:
-    free: float = 0.0  # when the last resolved work ends
-    queue: deque[int] = field(default_factory=deque)  # records waiting behind unresolved work
-    blocking: bool = True
-
-
-@dataclass
-class _Rank:
-    rank: int
-    trace: Trace
-    order: npt.NDArray[np.int64]  # record indices to replay, in time order
-    pos: int = 0
-    host: float = 0.0
-    streams: dict[tuple[int, int], _Stream] = field(default_factory=dict)
-    events: dict[tuple[int, int], float] = field(default_factory=dict)
-    waiting: tuple[str, tuple[int, ...]] | None = None  # why the host is held
-    prev_end: float | None = None  # emulated end of the previous record
-
-
-@dataclass
-class _Pending:
-    members: int
-    ready: dict[int, float] = field(default_factory=dict)  # rank -> time its stream reached the collective
-    records: dict[int, int] = field(default_factory=dict)  # rank -> record index
-    nbytes: float = 0.0
-    op: int = 0
-
-
 def replay_order(trace: Trace) -> npt.NDArray[np.int64]:
     """Records to replay: all but bookkeeping and captured ones, in host time order (stable)."""
     recs = trace.records
-    keep = ~np.isin(recs["kind"], list(_SKIPPED)) & ((recs["flags"] & Flag.CAPTURED) == 0)
+    keep = ~np.isin(recs["kind"], _SKIPPED) & ((recs["flags"] & Flag.CAPTURED) == 0)
     idx = np.flatnonzero(keep)
     return idx[np.argsort(recs["t_ns"][idx], kind="stable")]
 
@@ -117,231 +106,356 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
     it, :mod:`maya.predictor.host`);
     ``call_ns``: host cost of a call by record kind (``default_call_ns`` for
     the others)."""
-    sim = _Simulator(traces, durations, collective_ns, host_slowdown, call_ns, default_call_ns)
-    return sim.run()
+    if not traces:
+        return []
+    job = _Job(traces, durations, collective_ns, host_slowdown, call_ns, default_call_ns)
+    return job.run()
 
 
-class _Simulator:
+class _Job:
+    """The traces as flat arrays: ops (replayed records of every rank, rank after rank), streams
+    (numbered by rank, device, stream id, so a rank's and a device's are contiguous), events and
+    collectives."""
+
     def __init__(self, traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
                  collective_ns: Callable[[int, float, int], float], host_slowdown: float,
                  call_ns: Mapping[int, float], default_call_ns: float) -> None:
-        self.durations, self.collective_ns = durations, collective_ns
-        self.host_slowdown, self.call_ns, self.default_call_ns = host_slowdown, call_ns, default_call_ns
-        self.ranks = [_Rank(i, t, replay_order(t)) for i, t in enumerate(traces)]
-        n = [len(t.records) for t in traces]
-        self.issue = [np.full(k, np.nan) for k in n]
-        self.start = [np.full(k, np.nan) for k in n]
-        self.end = [np.full(k, np.nan) for k in n]
-        self.comm_size: dict[int, int] = {}
-        for t in traces:
-            for i in t.of_kind(Kind.COMM_INIT).tolist():
-                a1 = int(t.records["a"][i][1])
-                self.comm_size[int(t.records["a"][i][0])] = a1 & 0xFFFFFFFF
-        self.pending: dict[tuple[int, ...], _Pending] = {}
+        self.traces = traces
+        self.orders = [replay_order(t) for t in traces]
+        sizes = [len(o) for o in self.orders]
+        self.rank_lo = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
+        self.rank_hi = np.cumsum(sizes).astype(np.int64)
+        self.op_rank = np.repeat(np.arange(len(traces)), sizes).astype(np.int64)
+        self.record = np.concatenate(self.orders)  # op -> its record index in its rank's trace
+        recs = [t.records[o] for t, o in zip(traces, self.orders, strict=True)]
+        cat = np.concatenate(recs)
+        kind, a = cat["kind"].astype(np.int64), cat["a"]
+        self.code = _codes(kind, cat["flags"])
+        self.pre, self.post = self._host_costs(recs, host_slowdown, call_ns, default_call_ns)
+        self.dur = self._durations(durations)
+        self.stream = np.full(len(kind), -1, np.int64)
+        self.arg = np.full(len(kind), -1, np.int64)
+        self.unversioned = (kind == int(Kind.STREAM_WAIT_EVENT)) & (a[:, 1] == 0)
+        self._number_streams(cat)
+        self._number_events(a)
+        self._number_collectives(cat, collective_ns, durations)
 
-    # ------------------------------------------------------------ main loop
+    def _host_costs(self, recs: list[np.ndarray], slowdown: float, call_ns: Mapping[int, float],
+                    default_call_ns: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Host time before each op (the measured delay since the previous call ended, scaled) and
+        after it (the call's own cost)."""
+        pre, post = [], []
+        for r, (t, rec) in enumerate(zip(self.traces, recs, strict=True)):
+            t_ns, dur = rec["t_ns"].astype(np.float64), rec["dur_ns"].astype(np.float64)
+            for j in np.flatnonzero(rec["kind"] == int(Kind.COLL)).tolist():  # waiting for the others is an artefact
+                dur[j] = max(dur[j] - float(t.ext(int(self.orders[r][j]))[0]), 0.0)
+            gap = np.zeros(len(rec))
+            gap[1:] = np.maximum(t_ns[1:] - (t_ns[:-1] + dur[:-1]), 0.0)
+            pre.append(gap * slowdown)
+            cost = np.full(len(rec), default_call_ns)
+            for k, v in call_ns.items():
+                cost[rec["kind"] == k] = v
+            post.append(cost)
+        return np.concatenate(pre), np.concatenate(post)
+
+    def _durations(self, durations: Sequence[Mapping[int, float]]) -> npt.NDArray[np.float64]:
+        dur = np.zeros(len(self.code))
+        for r, d in enumerate(durations):
+            where = np.full(len(self.traces[r].records), -1, np.int64)
+            where[self.orders[r]] = np.arange(len(self.orders[r])) + self.rank_lo[r]
+            idx = np.fromiter(d.keys(), np.int64, len(d))
+            at = where[idx]
+            dur[at[at >= 0]] = np.fromiter(d.values(), np.float64, len(d))[at >= 0]
+        return dur
+
+    def _number_streams(self, cat: np.ndarray) -> None:
+        """Stream slots (by rank, device, stream id: a rank's streams, and a device's, are contiguous
+        ranges), and for each its coupled streams: the legacy default stream (id 0) waits for every
+        blocking stream of its device, and they for it."""
+        device, sid = cat["device"].astype(np.int64), cat["stream"].astype(np.int64)
+        queued = (self.code >= _WORK) & (self.code <= _COLL)
+        uses = queued | (self.code == _SYNC_STREAM)
+        ids, slots = _dense(self.op_rank[uses], device[uses], sid[uses])
+        self.stream[uses] = ids
+        n = len(slots)
+        self.s_ops = np.argsort(np.where(queued, self.stream, n), kind="stable")[: int(queued.sum())]
+        counts = np.bincount(self.stream[queued], minlength=n)
+        self.s_lo = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        self.s_hi = (self.s_lo + counts).astype(np.int64)
+        self.r_slo = np.searchsorted(slots[:, 0], np.arange(len(self.traces)), "left").astype(np.int64)
+        self.r_shi = np.searchsorted(slots[:, 0], np.arange(len(self.traces)), "right").astype(np.int64)
+
+        blocking = np.ones(n, bool)
+        slot_of = {tuple(k): i for i, k in enumerate(slots.tolist())}
+        for j in np.flatnonzero(cat["kind"] == int(Kind.STREAM_CREATE)).tolist():
+            at = slot_of.get((int(self.op_rank[j]), int(device[j]), int(sid[j])))
+            if at is not None:
+                blocking[at] = not int(cat["a32"][j]) & NON_BLOCKING
+
+        syncs = self.code == _SYNC_DEVICE
+        dev_ids, dev_keys = _dense(np.concatenate([self.op_rank[syncs], slots[:, 0]]),
+                                   np.concatenate([device[syncs], slots[:, 1]]))
+        self.arg[syncs] = dev_ids[: int(syncs.sum())]
+        slot_dev = dev_ids[int(syncs.sum()):]
+        self.d_lo = np.searchsorted(slot_dev, np.arange(len(dev_keys)), "left").astype(np.int64)
+        self.d_hi = np.searchsorted(slot_dev, np.arange(len(dev_keys)), "right").astype(np.int64)
+        coupled: list[list[int]] = [[] for _ in range(n)]
+        for lo, hi in zip(self.d_lo.tolist(), self.d_hi.tolist(), strict=True):
+            if hi == lo or slots[lo, 2] != 0:  # no legacy default stream on this device
+                continue
+            others = [o for o in range(lo + 1, hi) if blocking[o]]
+            coupled[lo] = others
+            for o in others:
+                coupled[o] = [lo]
+        self.c_lo, self.c_hi, self.coupled = _csr(coupled)
+
+    def _number_events(self, a: npt.NDArray[np.uint64]) -> None:
+        ev = np.isin(self.code, [_RECORD, _WAIT, _SYNC_EVENT])
+        self.arg[ev], keys = _dense(self.op_rank[ev], a[ev, 0].astype(np.int64), a[ev, 1].astype(np.int64))
+        self.n_events = len(keys)
+
+    def _number_collectives(self, cat: np.ndarray, collective_ns: Callable[[int, float, int], float],
+                            durations: Sequence[Mapping[int, float]]) -> None:
+        """Collectives by (communicator, sequence number), point-to-point by (communicator, sender,
+        receiver, sequence number); each one's duration is fixed before the replay."""
+        comm_size: dict[int, int] = {}
+        for t in self.traces:
+            for i in t.of_kind(Kind.COMM_INIT).tolist():
+                comm_size[int(t.records["a"][i][0])] = int(t.records["a"][i][1]) & 0xFFFFFFFF
+        found: dict[tuple[int, ...], list[int]] = {}
+        members: dict[tuple[int, ...], int] = {}
+        a = cat["a"]
+        for j in np.flatnonzero(self.code == _COLL).tolist():
+            comm, seq, op = int(a[j][0]), int(cat["a32"][j]), int(a[j][2]) & 0xFF
+            if op in (_SEND, _RECV):
+                me, peer = int(self.traces[self.op_rank[j]].header["rank"]), int(np.int64(a[j][3]))
+                key: tuple[int, ...] = (comm, *((me, peer) if op == _SEND else (peer, me)), seq)
+                members[key] = 2
+            else:
+                key = (comm, seq)
+                members[key] = comm_size.get(comm, len(self.traces))
+            found.setdefault(key, []).append(j)
+        self.coll_keys = list(found)
+        self.coll_members = np.array([members[k] for k in self.coll_keys], np.int64)
+        self.coll_len = np.zeros(len(found))
+        for c, (key, ops) in enumerate(found.items()):
+            if len(ops) != members[key]:
+                who = sorted(int(self.op_rank[j]) for j in ops)
+                raise SimulationError(f"collective {key} of {members[key]} members is reached by rank(s) {who} "
+                                      "only: a rank's trace is missing or ended early")
+            self.arg[ops] = c
+            nbytes = max(float(a[j][4]) for j in ops)
+            given = [durations[self.op_rank[j]].get(int(self.record[j])) for j in ops]
+            known = [g for g in given if g is not None]
+            self.coll_len[c] = min(known) if known else collective_ns(int(a[ops[0]][2]) & 0xFF, nbytes, members[key])
+        self.coll_base = np.concatenate([[0], np.cumsum(self.coll_members)[:-1]]).astype(np.int64)
 
     def run(self) -> list[RankResult]:
-        heap = [(0.0, r.rank) for r in self.ranks if len(r.order)]
-        heapq.heapify(heap)
-        held: set[int] = set()
-        while heap:
-            _, r = heapq.heappop(heap)
-            rank = self.ranks[r]
-            self._advance(rank)
-            if rank.waiting is not None:
-                held.add(r)
-            elif rank.pos < len(rank.order):
-                heapq.heappush(heap, (rank.host, r))
-            for other in sorted(held):  # work this record resolved may release the others
-                o = self.ranks[other]
-                if self._try_release(o):
-                    held.discard(other)
-                    if o.pos < len(o.order):
-                        heapq.heappush(heap, (o.host, other))
-        if held or self.pending:
-            stuck = [self._describe_wait(self.ranks[r]) for r in sorted(held)] or [
-                f"collective {key} reached by {len(p.ready)} of {p.members} members" for key, p in self.pending.items()]
+        n = len(self.code)
+        issue, start, end = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+        R = len(self.traces)
+        host, wait, pos = np.zeros(R), np.full(R, _FREE, np.int64), self.rank_lo.copy()
+        c_arrived = _replay(self.rank_lo, self.rank_hi, self.op_rank, self.code, self.pre, self.post, self.dur,
+                            self.stream, self.arg, self.unversioned, self.s_ops, self.s_lo, self.s_hi,
+                            self.c_lo, self.c_hi, self.coupled, self.r_slo, self.r_shi, self.d_lo, self.d_hi,
+                            self.n_events, self.coll_members, self.coll_len, self.coll_base,
+                            issue, start, end, host, wait, pos)
+        stuck = [f"rank {r} waits on {_WAITS[int(wait[r])]}" for r in range(R) if wait[r] != _FREE]
+        stuck += [f"collective {self.coll_keys[c]} reached by {int(c_arrived[c])} of {int(self.coll_members[c])} "
+                  f"members" for c in np.flatnonzero((c_arrived > 0) & (c_arrived < self.coll_members)).tolist()]
+        if stuck:
             raise SimulationError("the replay is stuck: " + "; ".join(stuck))
-        return [RankResult(r.rank, self.issue[r.rank], self.start[r.rank], self.end[r.rank], r.host)
-                for r in self.ranks]
+        out = []
+        for r, t in enumerate(self.traces):
+            per = [np.full(len(t.records), np.nan) for _ in range(3)]
+            sel = slice(self.rank_lo[r], self.rank_hi[r])
+            for arr, src in zip(per, (issue, start, end), strict=True):
+                arr[self.orders[r]] = src[sel]
+            out.append(RankResult(r, per[0], per[1], per[2], float(host[r])))
+        return out
 
-    def _advance(self, rank: _Rank) -> None:
-        """Issue the rank's next record (the host is not held)."""
-        i = int(rank.order[rank.pos])
-        rec = rank.trace.records[i]
-        kind = int(rec["kind"])
-        t_ns, dur_ns = float(rec["t_ns"]), float(rec["dur_ns"])
-        if kind == _COLL:  # time spent waiting for the other ranks is an emulation artefact
-            dur_ns = max(dur_ns - float(rank.trace.ext(i)[0]), 0.0)
-        gap = max(t_ns - rank.prev_end, 0.0) if rank.prev_end is not None else 0.0
-        rank.prev_end = t_ns + dur_ns
-        rank.host += gap * self.host_slowdown
-        self.issue[rank.rank][i] = rank.host
-        rank.host += self.call_ns.get(kind, self.default_call_ns)
-        rank.pos += 1
-        self._issue(rank, i, kind, rec)
-        self._try_release(rank)
 
-    # ------------------------------------------------------------ records
+def _codes(kind: npt.NDArray[np.int64], flags: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:
+    code = np.full(len(kind), _NOP, np.int64)
+    code[np.isin(kind, _DEVICE_WORK)] = _WORK
+    code[(kind == int(Kind.MEMCPY)) & ((flags & Flag.ASYNC) == 0)] = _WORK_SYNC  # returns when it has run
+    for k, c in ((Kind.EVENT_RECORD, _RECORD), (Kind.STREAM_WAIT_EVENT, _WAIT), (Kind.COLL, _COLL),
+                 (Kind.STREAM_SYNC, _SYNC_STREAM), (Kind.DEVICE_SYNC, _SYNC_DEVICE), (Kind.EVENT_SYNC, _SYNC_EVENT)):
+        code[kind == int(k)] = c
+    return code
 
-    def _stream(self, rank: _Rank, device: int, stream: int) -> _Stream:
-        key = (device, stream)
-        s = rank.streams.get(key)
-        if s is None:
-            s = rank.streams[key] = _Stream()
-        return s
 
-    def _issue(self, rank: _Rank, i: int, kind: int, rec: np.void) -> None:
-        device, stream = int(rec["device"]), int(rec["stream"])
-        a = rec["a"]
-        if kind == int(Kind.STREAM_CREATE):
-            self._stream(rank, device, stream).blocking = not (int(rec["a32"]) & NON_BLOCKING)
-        elif kind in _DEVICE_WORK or kind in (int(Kind.EVENT_RECORD), int(Kind.STREAM_WAIT_EVENT)):
-            s = self._stream(rank, device, stream)
-            s.queue.append(i)
-            self._drain(rank, device, stream)
-            if kind == int(Kind.MEMCPY) and not int(rec["flags"]) & Flag.ASYNC:
-                rank.waiting = ("record", (i,))  # a blocking copy returns when it has run
-        elif kind == int(Kind.STREAM_SYNC):
-            rank.waiting = ("stream", (device, stream))
-        elif kind == int(Kind.DEVICE_SYNC):
-            rank.waiting = ("device", (device,))
-        elif kind == int(Kind.EVENT_SYNC):
-            rank.waiting = ("event", (int(a[0]), int(a[1])))
+def _dense(*columns: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Dense ids of the rows of ``columns`` (equal rows, equal ids; numbered in sorted order), and
+    the distinct rows (one per id)."""
+    if len(columns[0]) == 0:
+        return np.zeros(0, np.int64), np.zeros((0, len(columns)), np.int64)
+    order = np.lexsort(columns[::-1])
+    rows = np.stack(columns, axis=1)[order]
+    new = np.concatenate([[True], np.any(rows[1:] != rows[:-1], axis=1)])
+    ids = np.empty(len(order), np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids, rows[new]
 
-    def _ready_after(self, rank: _Rank, device: int, stream: int) -> float | None:
-        """When the legacy default stream semantics let work on this stream start (None: unresolved)."""
-        s = rank.streams[(device, stream)]
-        if stream == 0:
-            others = [o for (d, sid), o in rank.streams.items() if d == device and sid != 0 and o.blocking]
-        elif s.blocking:
-            others = [o for (d, sid), o in rank.streams.items() if d == device and sid == 0]
+
+def _csr(lists: list[list[int]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    counts = np.array([len(x) for x in lists], np.int64)
+    lo = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    flat = np.array([v for x in lists for v in x], np.int64)
+    return lo, lo + counts, flat
+
+
+@numba.njit(cache=True)
+def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, dur: _F, stream: _I, arg: _I,
+            unversioned: _B, s_ops: _I, s_lo: _I, s_hi: _I, c_lo: _I, c_hi: _I, coupled: _I, r_slo: _I, r_shi: _I,
+            d_lo: _I, d_hi: _I, n_events: int, coll_members: _I, coll_len: _F, coll_base: _I,
+            issue: _F, start: _F, end: _F, host: _F, wait: _I, pos: _I) -> _I:
+    """Run each rank until its host is held or done, and the next, until no rank can go on.
+    Fills issue/start/end (by op), host, wait and pos (by rank); returns each collective's arrivals."""
+    n_streams = len(s_lo)
+    s_head, s_issued, s_free = s_lo.copy(), s_lo.copy(), np.zeros(n_streams)
+    ev_time, ev_issued = np.full(n_events, np.nan), np.zeros(n_events, np.bool_)
+    c_arrived, c_ready = np.zeros(len(coll_members), np.int64), np.zeros(len(coll_members))
+    c_ops = np.empty(max(1, int(coll_members.sum())), np.int64)
+    arrived = np.zeros(len(code), np.bool_)
+    wait_arg = np.zeros(len(rank_lo), np.int64)
+    dirty = np.zeros(len(rank_lo), np.bool_)
+    stack = np.empty(len(rank_lo), np.int64)
+    progress = True
+    while progress:
+        progress = False
+        for r in range(len(rank_lo)):
+            while True:
+                if wait[r] != _FREE:
+                    if not _release(r, wait, wait_arg, host, end, s_head, s_issued, s_free, d_lo, d_hi,
+                                    ev_time, ev_issued):
+                        break
+                    progress = True
+                if pos[r] >= rank_hi[r]:
+                    break
+                k = pos[r]
+                pos[r] += 1
+                progress = True
+                host[r] += pre[k]
+                issue[k] = host[r]
+                host[r] += post[k]
+                c = code[k]
+                if _WORK <= c <= _COLL:
+                    s = stream[k]
+                    s_issued[s] += 1
+                    if c == _RECORD:
+                        ev_issued[arg[k]] = True
+                    dirty[r] = True
+                    stack[0] = r
+                    top = 1
+                    while top > 0:  # resolve what can run now, on this rank and on ranks a collective released
+                        top -= 1
+                        q = stack[top]
+                        dirty[q] = False
+                        changed = True
+                        while changed:
+                            changed = False
+                            for t in range(r_slo[q], r_shi[q]):
+                                if s_head[t] < s_issued[t]:
+                                    done, top = _drain(t, top, stack, dirty, op_rank, code, dur, stream, arg,
+                                                       unversioned, s_ops, s_head, s_issued, s_free, c_lo, c_hi,
+                                                       coupled, ev_time, coll_members, coll_len, coll_base,
+                                                       c_arrived, c_ready, c_ops, arrived, issue, start, end)
+                                    changed = changed or done
+                    if c == _WORK_SYNC:
+                        wait[r], wait_arg[r] = _ON_OP, k
+                elif c == _SYNC_STREAM:
+                    wait[r], wait_arg[r] = _ON_STREAM, stream[k]
+                elif c == _SYNC_DEVICE:
+                    wait[r], wait_arg[r] = _ON_DEVICE, arg[k]
+                elif c == _SYNC_EVENT:
+                    wait[r], wait_arg[r] = _ON_EVENT, arg[k]
+    return c_arrived
+
+
+@numba.njit(cache=True, inline="always")
+def _drain(s: int, top: int, stack: _I, dirty: _B, op_rank: _I, code: _I, dur: _F, stream: _I, arg: _I,
+           unversioned: _B, s_ops: _I, s_head: _I, s_issued: _I, s_free: _F, c_lo: _I, c_hi: _I, coupled: _I,
+           ev_time: _F, coll_members: _I, coll_len: _F, coll_base: _I, c_arrived: _I, c_ready: _F, c_ops: _I,
+           arrived: _B, issue: _F, start: _F, end: _F) -> tuple[bool, int]:
+    """Run the issued work of stream ``s`` as far as its dependencies allow; True if any ran (and the
+    new top of the stack of ranks to drain, which a finished collective pushes its other members on)."""
+    ran = False
+    while s_head[s] < s_issued[s]:
+        ready = s_free[s]
+        for j in range(c_lo[s], c_hi[s]):  # legacy default stream semantics
+            o = coupled[j]
+            if s_head[o] < s_issued[o]:
+                return ran, top
+            ready = max(ready, s_free[o])
+        k = s_ops[s_head[s]]
+        begin = max(ready, issue[k])
+        c = code[k]
+        if c == _RECORD:
+            ev_time[arg[k]] = begin
+        elif c == _WAIT:
+            t = ev_time[arg[k]]
+            if np.isnan(t):
+                if not unversioned[k]:  # an event recorded later, on another stream
+                    return ran, top
+            else:
+                s_free[s] = max(s_free[s], t)
+        elif c == _COLL:
+            x = arg[k]
+            if not arrived[k]:
+                arrived[k] = True
+                c_ops[coll_base[x] + c_arrived[x]] = k
+                c_arrived[x] += 1
+                c_ready[x] = max(c_ready[x], begin)
+            if c_arrived[x] < coll_members[x]:  # the others have not reached it yet
+                return ran, top
+            b, e = c_ready[x], c_ready[x] + coll_len[x]
+            for m in range(coll_base[x], coll_base[x] + coll_members[x]):
+                km = c_ops[m]
+                start[km], end[km] = b, e
+                s_free[stream[km]] = e
+                if km != k:  # the other members' streams go on past it
+                    s_head[stream[km]] += 1
+                    q = op_rank[km]
+                    if not dirty[q]:
+                        dirty[q] = True
+                        stack[top] = q
+                        top += 1
         else:
-            others = []
-        if any(o.queue for o in others):
-            return None
-        return max([s.free, *(o.free for o in others)])
+            start[k] = begin
+            s_free[s] = end[k] = begin + dur[k]
+        s_head[s] += 1
+        ran = True
+    return ran, top
 
-    def _drain(self, rank: _Rank, device: int, stream: int) -> None:
-        """Resolve the queued work of a stream as far as its dependencies allow."""
-        recs = rank.trace.records
-        work = [(device, stream)]
-        while work:
-            key = work.pop()
-            s = rank.streams[key]
-            before = len(s.queue)
-            self._drain_queue(rank, key[0], key[1], s, recs)
-            if len(s.queue) != before:  # other streams' heads may have waited on this one
-                work.extend(k for k, o in rank.streams.items() if o.queue and k != key and k not in work)
 
-    def _drain_queue(self, rank: _Rank, device: int, stream: int, s: _Stream, recs: np.ndarray) -> None:
-        while s.queue:
-            i = s.queue[0]
-            ready = self._ready_after(rank, device, stream)
-            if ready is None:
-                return
-            kind = int(recs["kind"][i])
-            a = recs["a"][i]
-            begin = max(ready, float(self.issue[rank.rank][i]))
-            if kind == int(Kind.EVENT_RECORD):
-                rank.events[(int(a[0]), int(a[1]))] = begin
-                s.queue.popleft()
-                continue
-            if kind == int(Kind.STREAM_WAIT_EVENT):
-                t = rank.events.get((int(a[0]), int(a[1])))
-                if t is None:
-                    if int(a[1]) == 0:  # never recorded: nothing to wait for
-                        s.queue.popleft()
-                        continue
-                    return
-                s.free = max(s.free, t)
-                s.queue.popleft()
-                continue
-            if kind == _COLL:
-                if not self._collective_arrives(rank, i, begin):
-                    return
-                s.queue.popleft()
-                continue
-            self.start[rank.rank][i] = begin
-            s.free = self.end[rank.rank][i] = begin + float(self.durations[rank.rank].get(i, 0.0))
-            s.queue.popleft()
-
-    # ------------------------------------------------------------ collectives
-
-    def _collective_key(self, rank: _Rank, i: int) -> tuple[tuple[int, ...], int]:
-        rec = rank.trace.records[i]
-        a = rec["a"]
-        comm, seq, op = int(a[0]), int(rec["a32"]), int(a[2]) & 0xFF
-        me = int(rank.trace.header["rank"])
-        if op in (_SEND, _RECV):
-            peer = int(np.int64(a[3]))
-            src, dst = (me, peer) if op == _SEND else (peer, me)
-            return (comm, src, dst, seq), 2
-        return (comm, seq), self.comm_size.get(comm, len(self.ranks))
-
-    def _collective_arrives(self, rank: _Rank, i: int, ready: float) -> bool:
-        """Register the rank at its collective; True once the collective has a time for this rank."""
-        key, members = self._collective_key(rank, i)
-        p = self.pending.get(key)
-        if p is None:
-            p = self.pending[key] = _Pending(members)
-        if rank.rank in p.ready:
-            return not np.isnan(self.end[rank.rank][i])
-        a = rank.trace.records["a"][i]
-        p.ready[rank.rank], p.records[rank.rank] = ready, i
-        p.nbytes, p.op = max(p.nbytes, float(a[4])), int(a[2]) & 0xFF
-        if len(p.ready) < p.members:
+@numba.njit(cache=True, inline="always")
+def _release(r: int, wait: _I, wait_arg: _I, host: _F, end: _F, s_head: _I, s_issued: _I, s_free: _F, d_lo: _I,
+             d_hi: _I, ev_time: _F, ev_issued: _B) -> bool:
+    """Release rank ``r``'s host if what it waits for has finished; True if released."""
+    w, x = wait[r], wait_arg[r]
+    if w == _ON_OP:
+        t = end[x]
+        if np.isnan(t):
             return False
-        begin = max(p.ready.values())
-        measured = [self.durations[r][j] for r, j in p.records.items() if j in self.durations[r]]
-        length = min(measured) if measured else self.collective_ns(p.op, p.nbytes, p.members)
-        for r, j in p.records.items():
-            self.start[r][j], self.end[r][j] = begin, begin + length
-            other = self.ranks[r]
-            rec = other.trace.records[j]
-            key_s = (int(rec["device"]), int(rec["stream"]))
-            other.streams[key_s].free = begin + length
-            if r != rank.rank:
-                other.streams[key_s].queue.popleft()
-                self._drain(other, *key_s)
-        del self.pending[key]
-        return True
-
-    # ------------------------------------------------------------ host waits
-
-    def _try_release(self, rank: _Rank) -> bool:
-        """Release the host if what it waits for has finished; True when not held."""
-        if rank.waiting is None:
-            return True
-        what, args = rank.waiting
-        if what == "record":
-            t = self.end[rank.rank][args[0]]
-            done = None if np.isnan(t) else float(t)
-        elif what == "stream":
-            s = rank.streams.get((args[0], args[1]))
-            done = rank.host if s is None else (None if s.queue else s.free)  # an unused stream has nothing to wait for
-        elif what == "device":
-            streams = [s for (d, _), s in rank.streams.items() if d == args[0]]
-            done = None if any(s.queue for s in streams) else max([0.0, *(s.free for s in streams)])
-        else:
-            ev = rank.events.get((args[0], args[1]))
+    elif w == _ON_STREAM:
+        if s_head[x] < s_issued[x]:
+            return False
+        t = s_free[x]
+    elif w == _ON_DEVICE:
+        t = 0.0
+        for s in range(d_lo[x], d_hi[x]):
+            if s_head[s] < s_issued[s]:
+                return False
+            t = max(t, s_free[s])
+    else:
+        t = ev_time[x]
+        if np.isnan(t):
             # An event recorded on a stream that has not reached it yet holds the host; one never
             # recorded (or recorded by a trace that does not write EVENT_RECORD) does not.
-            queued = any(int(rank.trace.records["kind"][j]) == int(Kind.EVENT_RECORD)
-                         and tuple(int(w) for w in rank.trace.records["a"][j][:2]) == args
-                         for st in rank.streams.values() for j in st.queue)
-            done = ev if ev is not None else (None if queued else rank.host)
-        if done is None:
-            return False
-        rank.host = max(rank.host, done)
-        rank.waiting = None
-        return True
-
-    def _describe_wait(self, rank: _Rank) -> str:
-        waits = [key for key, p in self.pending.items() if rank.rank in p.ready]
-        what = rank.waiting[0] if rank.waiting else "nothing"
-        return (f"rank {rank.rank} waits on {what}"
-                + (f", in collective {waits[0]} with {len(self.pending[waits[0]].ready)} of "
-                   f"{self.pending[waits[0]].members} members" if waits else ""))
-
+            if ev_issued[x]:
+                return False
+            t = host[r]
+    host[r] = max(host[r], t)
+    wait[r] = _FREE
+    return True

@@ -6,7 +6,8 @@ non-blocking streams overlap; an event makes one stream wait for another;
 the legacy default stream waits for blocking streams; stream, device and
 event synchronisation and blocking copies hold the host; a collective
 starts when its last member reaches it, and the work queued behind it waits
-with it; a collective a member never reaches is reported.  Golden numbers
+with it; a collective a member never reaches, and collectives reached in
+opposite orders, are reported.  Golden numbers
 for the collective model.  ``maya predict`` end to end on a small training
 script: step time, breakdown, memory, confidence, timeline, replay of a
 folder, and the error for a folder without traces.
@@ -172,7 +173,22 @@ def test_a_collective_a_member_never_reaches_is_reported(tmp_path: Path) -> None
     coll(ranks[0], 1, 1)
     ranks[0].add(Kind.DEVICE_SYNC)
     ranks[1].kernel(5)
-    with pytest.raises(SimulationError, match="rank 0 waits on device, in collective .* with 1 of 2 members"):
+    with pytest.raises(SimulationError, match=r"collective \(99, 1\) of 2 members is reached by rank\(s\) \[0\] only"):
+        run(tmp_path, *ranks)
+
+
+def test_collectives_reached_in_opposite_orders_are_reported(tmp_path: Path) -> None:
+    ranks = [Build(0), Build(1)]
+    for i, b in enumerate(ranks):
+        b.add(Kind.COMM_INIT, a32=i, a=(99, 2 | i << 32))
+    coll(ranks[0], 1, 1)
+    coll(ranks[0], 1, 2)
+    coll(ranks[1], 1, 2)
+    coll(ranks[1], 1, 1)
+    for b in ranks:
+        b.add(Kind.DEVICE_SYNC)
+    with pytest.raises(SimulationError, match=r"rank 0 waits on a device synchronisation; rank 1 waits on a device "
+                       r"synchronisation; collective \(99, 1\) reached by 1 of 2 members; collective \(99, 2\)"):
         run(tmp_path, *ranks)
 
 
