@@ -87,6 +87,7 @@ def build_env(opts: EmulateOptions, gpu: catalog.GPU, library: Path, run_id: str
     env["MAYA_TRACE_DIR"] = str(opts.out.resolve())
     env["MAYA_RUN_ID"] = run_id
     env["PYTHONPATH"] = _prepend(str(HOOK_DIR), env.get("PYTHONPATH"))
+    env.setdefault("MAYA_PIN_CPU", "1")  # one CPU per rank: steadier host delays (the hook)
     return env
 
 

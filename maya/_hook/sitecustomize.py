@@ -7,6 +7,13 @@ works), then watches the process: at exit, if it initialised CUDA, it writes
 caching allocator's peaks per device, whether a ``torch.OutOfMemoryError``
 escaped, the exit status as far as it can tell).  It never imports torch
 itself and never raises.
+
+With ``MAYA_PIN_CPU=1`` (``maya emulate`` sets it) it also pins the process
+to one CPU, the local rank's, before torch starts its threads: the host
+delays measured under emulation then vary far less between runs (threads
+that migrate between CPUs, and wake each other across them, made the same
+step's host time differ by up to 50% from one emulation to the next).
+Processes the program forks (data loader workers) get every CPU back.
 """
 
 import atexit
@@ -104,7 +111,25 @@ def _write() -> None:
         print(f"maya: could not write the torch report: {e!r}", file=sys.stderr)
 
 
+def _pin() -> None:
+    if os.environ.get("MAYA_PIN_CPU") != "1" or not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        # The CPUs the job was given: a process started by a pinned one (torchrun's agent starts
+        # the ranks) inherits its single CPU, so the first records them for the others.
+        given = os.environ.get("MAYA_CPUS") or ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+        os.environ["MAYA_CPUS"] = given
+        cpus = [int(c) for c in given.split(",")]
+        local = os.environ.get("LOCAL_RANK", "0")
+        cpu = cpus[(int(local) if local.isdigit() else 0) % len(cpus)]
+        os.sched_setaffinity(0, {cpu})
+        os.register_at_fork(after_in_child=lambda: os.sched_setaffinity(0, cpus))
+    except (OSError, ValueError):  # a container that forbids it: run unpinned
+        pass
+
+
 _chain()
+_pin()
 _previous_excepthook = sys.excepthook
 sys.excepthook = _excepthook
 sys.exit = _exit
