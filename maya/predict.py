@@ -30,7 +30,7 @@ from maya.predictor.host import HostModel, host_model
 from maya.predictor.iterations import trace_steps
 from maya.predictor.network import OPS, AnalyticalNccl, Collective, Fabric
 from maya.predictor.ops import device_ops, measured
-from maya.predictor.simulator import SimulationError, simulate
+from maya.predictor.simulator import RankResult, SimulationError, simulate
 from maya.predictor.step import step_time, write_timeline
 from maya.predictor.trace import Kind, Trace, read_trace
 
@@ -69,15 +69,37 @@ def rank_traces(folder: Path) -> list[Trace]:
     return [read_trace(p) for _, p in found]
 
 
-def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,
-                   timeline: Path | None = None, host: HostModel | None = None) -> Prediction:
-    """Predict from the traces in ``folder`` (an emulated run; or, with ``oracle``, a recorded one).
+@dataclass
+class Job:
+    """The traces of a run, every device operation timed for one GPU: ready to replay on its host."""
 
-    ``host``: the server's host model (default: the GPU's calibrated one; with ``oracle``, the
-    recorded host delays as they are, which were measured on the server)."""
+    gpu: catalog.GPU
+    folder: Path
+    traces: list[Trace]
+    durations: list[dict[int, float]]
+    labels: list[list[str]]  # operation names by record index, for the timeline
+    weights: dict[str, float]  # device ns by estimate confidence
+    gpus_per_node: int
+
+    def replay(self, host: HostModel) -> list[RankResult]:
+        model = AnalyticalNccl(Fabric.of(self.gpu, self.gpus_per_node))
+        per_node = self.gpus_per_node
+
+        def collective_ns(op: int, nbytes: float, members: int) -> float:
+            nodes = max(1, math.ceil(members / per_node))
+            return model.seconds(Collective(OPS.get(op, "all_reduce"), nbytes, members, nodes)) * 1e9
+
+        try:
+            return simulate(self.traces, self.durations, collective_ns, host_slowdown=host.slowdown,
+                            call_ns=host.call_ns, default_call_ns=host.default_call_ns)
+        except SimulationError as e:
+            raise PredictError(str(e)) from None
+
+
+def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False) -> Job:
+    """Read the traces in ``folder`` and time their device operations on ``gpu``: with its
+    estimators, or (``oracle``, a recorded run) with the measured times."""
     g = catalog.lookup(gpu)
-    if host is None:
-        host = HostModel() if oracle else host_model(g.name)
     traces = rank_traces(folder)
     per_node = gpus_per_node or int(traces[0].header["gpus_per_node"]) or 8
     durations: list[dict[int, float]] = []
@@ -98,28 +120,31 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
         durations.append({i: e.ns for (i, _), e in zip(work, found, strict=True)})
         for e in found:
             weights[e.confidence] = weights.get(e.confidence, 0.0) + e.ns
-    model = AnalyticalNccl(Fabric.of(g, per_node))
+    return Job(g, folder, traces, durations, labels, weights, per_node)
 
-    def collective_ns(op: int, nbytes: float, members: int) -> float:
-        nodes = max(1, math.ceil(members / per_node))
-        return model.seconds(Collective(OPS.get(op, "all_reduce"), nbytes, members, nodes)) * 1e9
 
-    try:
-        results = simulate(traces, durations, collective_ns, host_slowdown=host.slowdown, call_ns=host.call_ns,
-                           default_call_ns=host.default_call_ns)
-    except SimulationError as e:
-        raise PredictError(str(e)) from None
+def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,
+                   timeline: Path | None = None, host: HostModel | None = None) -> Prediction:
+    """Predict from the traces in ``folder`` (an emulated run; or, with ``oracle``, a recorded one).
+
+    ``host``: the server's host model (default: the GPU's calibrated one; with ``oracle``, the
+    recorded host delays as they are, which were measured on the server)."""
+    job = prepare(folder, gpu, gpus_per_node=gpus_per_node, oracle=oracle)
+    g, traces = job.gpu, job.traces
+    if host is None:
+        host = HostModel() if oracle else host_model(g.name)
+    results = job.replay(host)
     try:
         steps, records = trace_steps(traces[0])
     except ValueError as e:
         raise PredictError(f"{e}; run the training loop for at least 3 steps") from None
     st = step_time(traces[0], results[0], steps, records)
     if timeline is not None:
-        write_timeline(timeline, traces, results, labels)
-    total = sum(weights.values()) or 1.0
+        write_timeline(timeline, traces, results, job.labels)
+    total = sum(job.weights.values()) or 1.0
     return Prediction(g.name, st.step_s, st.steps, st.breakdown, _peaks(folder, traces),
                       g.memory_bytes - g.reserved_bytes,
-                      {k: v / total for k, v in sorted(weights.items())})
+                      {k: v / total for k, v in sorted(job.weights.items())})
 
 
 _LOADED: dict[str, estimators.Estimators] = {}

@@ -6,9 +6,13 @@ the emulating CPU, with the CUDA libraries replaced by the interposer's quick
 stand-ins.  On the GPU server the same work runs on another CPU, and every
 call also pays the real driver's and libraries' host cost.  Measured on the
 example models (``benchmarks/host_calibration.py``), the server's host time
-per step is a near-constant multiple of the emulated host delays, so one
+per step is close to a constant multiple of the emulated host delays, so one
 factor per catalog machine, ``slowdown``, stands for both: host delays are
-multiplied by it.  Its residual error is in
+multiplied by it.  The factor is fitted through the replay itself: the
+examples' measured host time per step includes the host's waits for the
+device inside the step (``.item()``, a copy to the host), which the replay
+reproduces, so a raw ratio of host times would mistake those waits for a
+slow host.  Its residual error is in
 ``benchmarks/results/host_calibration.json``.
 
 The factor refers to the machine class it was calibrated on (the CI-class
@@ -22,15 +26,15 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import median
 
 import numpy as np
+import numpy.typing as npt
 
-from maya.predictor.iterations import trace_steps
-from maya.predictor.simulator import CALL_NS, DEFAULT_CALL_NS, replay_order
-from maya.predictor.trace import Trace
+from maya.predictor.simulator import CALL_NS, DEFAULT_CALL_NS, RankResult
+from maya.predictor.trace import Kind, Trace
 
 CALIBRATION = Path(__file__).with_name("host_calibration.json")
+SLOWDOWNS = np.round(np.arange(1.0, 12.0 + 1e-9, 0.05), 2)  # the factors a calibration tries
 
 
 @dataclass(frozen=True)
@@ -53,25 +57,26 @@ def host_model(gpu: str, path: Path = CALIBRATION) -> HostModel:
     return HostModel(float(m["slowdown"]), {}, 0.0, f"calibrated on {m['configs']} measured configurations")
 
 
-def step_host_delays_ns(trace: Trace) -> list[float]:
-    """Host delay per steady step: the gaps between one call's end and the next call's start, all
-    threads of the rank in time order (as the replay takes them), summed over each steady step."""
-    steps, records = trace_steps(trace)
-    order = replay_order(trace)
-    t = trace.records["t_ns"][order].astype(np.float64)
-    end = t + trace.records["dur_ns"][order]
-    gaps = np.maximum(t[1:] - end[:-1], 0.0)
-    bounds = [trace.records["t_ns"][records[s]] for s in steps.starts]
-    after = steps.starts[-1] + steps.period
-    if after < len(records):
-        bounds.append(trace.records["t_ns"][records[after]])
-    pos = np.searchsorted(t[1:], bounds, side="left")
-    return [float(gaps[a:b].sum()) for a, b in zip(pos[:-1], pos[1:], strict=True)]
+def step_host_times_ns(trace: Trace, result: RankResult, steps: int) -> list[float]:
+    """Replayed host time of each of the last ``steps`` steps of a loop that ends every step with a
+    device synchronisation, as the examples do and as their measured ``host_times_s`` count it:
+    from when the previous synchronisation let the host go on to when the host reached the next
+    (so it includes the host's waits for the device inside the step)."""
+    syncs = trace.of_kind(Kind.DEVICE_SYNC)
+    if len(syncs) < steps + 1:
+        raise ValueError(f"{len(syncs)} device synchronisations, {steps + 1} needed for {steps} steps")
+    syncs = syncs[-(steps + 1):]
+    return [float(result.issue[b] - result.released[a]) for a, b in zip(syncs[:-1], syncs[1:], strict=True)]
 
 
-def fit_slowdown(measured_s: Sequence[float], emulated_s: Sequence[float]) -> float:
-    """The factor from pairs of (server host time, emulated host delay) per step: the median ratio,
-    which one configuration stalled by its own noise cannot move far."""
-    if not measured_s or len(measured_s) != len(emulated_s):
-        raise ValueError("need one emulated host delay per measured host time, at least one pair")
-    return median(m / e for m, e in zip(measured_s, emulated_s, strict=True))
+def fit_slowdown(host_s: npt.NDArray[np.float64], measured_s: Sequence[float]) -> float:
+    """The slowdown whose replayed host times come closest to the measured ones.
+
+    ``host_s[c, j]``: configuration c's replayed host time per step with slowdown ``SLOWDOWNS[j]``.
+    The median over configurations of |log(replayed / measured)| is minimised: one configuration's
+    noise cannot move it far, and a configuration whose host mostly waits for the device (its
+    replayed time barely changes with the slowdown) does not pull it."""
+    if len(measured_s) == 0 or host_s.shape != (len(measured_s), len(SLOWDOWNS)):
+        raise ValueError("need one row of replayed host times (one per slowdown) per measured configuration")
+    err = np.median(np.abs(np.log(host_s / np.asarray(measured_s, np.float64)[:, None])), axis=0)
+    return float(SLOWDOWNS[int(np.argmin(err))])

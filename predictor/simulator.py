@@ -76,12 +76,15 @@ class RankResult:
     """Times of one rank's records, ns from the start of the simulation (NaN where not applicable).
 
     ``issue``: when the host issued each record; ``start``/``end``: when each
-    device operation ran; ``host_end``: when the host finished."""
+    device operation ran; ``released``: when each call that held the host
+    (a synchronisation, a blocking copy) let it go on; ``host_end``: when the
+    host finished."""
 
     rank: int
     issue: npt.NDArray[np.float64]
     start: npt.NDArray[np.float64]
     end: npt.NDArray[np.float64]
+    released: npt.NDArray[np.float64]
     host_end: float = 0.0
 
 
@@ -252,14 +255,14 @@ class _Job:
 
     def run(self) -> list[RankResult]:
         n = len(self.code)
-        issue, start, end = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+        issue, start, end, released = (np.full(n, np.nan) for _ in range(4))
         R = len(self.traces)
         host, wait, pos = np.zeros(R), np.full(R, _FREE, np.int64), self.rank_lo.copy()
         c_arrived = _replay(self.rank_lo, self.rank_hi, self.op_rank, self.code, self.pre, self.post, self.dur,
                             self.stream, self.arg, self.unversioned, self.s_ops, self.s_lo, self.s_hi,
                             self.c_lo, self.c_hi, self.coupled, self.r_slo, self.r_shi, self.d_lo, self.d_hi,
                             self.n_events, self.coll_members, self.coll_len, self.coll_base,
-                            issue, start, end, host, wait, pos)
+                            issue, start, end, released, host, wait, pos)
         stuck = [f"rank {r} waits on {_WAITS[int(wait[r])]}" for r in range(R) if wait[r] != _FREE]
         stuck += [f"collective {self.coll_keys[c]} reached by {int(c_arrived[c])} of {int(self.coll_members[c])} "
                   f"members" for c in np.flatnonzero((c_arrived > 0) & (c_arrived < self.coll_members)).tolist()]
@@ -267,11 +270,11 @@ class _Job:
             raise SimulationError("the replay is stuck: " + "; ".join(stuck))
         out = []
         for r, t in enumerate(self.traces):
-            per = [np.full(len(t.records), np.nan) for _ in range(3)]
+            per = [np.full(len(t.records), np.nan) for _ in range(4)]
             sel = slice(self.rank_lo[r], self.rank_hi[r])
-            for arr, src in zip(per, (issue, start, end), strict=True):
+            for arr, src in zip(per, (issue, start, end, released), strict=True):
                 arr[self.orders[r]] = src[sel]
-            out.append(RankResult(r, per[0], per[1], per[2], float(host[r])))
+            out.append(RankResult(r, per[0], per[1], per[2], per[3], float(host[r])))
         return out
 
 
@@ -309,16 +312,17 @@ def _csr(lists: list[list[int]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
 def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, dur: _F, stream: _I, arg: _I,
             unversioned: _B, s_ops: _I, s_lo: _I, s_hi: _I, c_lo: _I, c_hi: _I, coupled: _I, r_slo: _I, r_shi: _I,
             d_lo: _I, d_hi: _I, n_events: int, coll_members: _I, coll_len: _F, coll_base: _I,
-            issue: _F, start: _F, end: _F, host: _F, wait: _I, pos: _I) -> _I:
+            issue: _F, start: _F, end: _F, released: _F, host: _F, wait: _I, pos: _I) -> _I:
     """Run each rank until its host is held or done, and the next, until no rank can go on.
-    Fills issue/start/end (by op), host, wait and pos (by rank); returns each collective's arrivals."""
+    Fills issue/start/end/released (by op), host, wait and pos (by rank); returns each collective's
+    arrivals."""
     n_streams = len(s_lo)
     s_head, s_issued, s_free = s_lo.copy(), s_lo.copy(), np.zeros(n_streams)
     ev_time, ev_issued = np.full(n_events, np.nan), np.zeros(n_events, np.bool_)
     c_arrived, c_ready = np.zeros(len(coll_members), np.int64), np.zeros(len(coll_members))
     c_ops = np.empty(max(1, int(coll_members.sum())), np.int64)
     arrived = np.zeros(len(code), np.bool_)
-    wait_arg = np.zeros(len(rank_lo), np.int64)
+    wait_arg, wait_op = np.zeros(len(rank_lo), np.int64), np.zeros(len(rank_lo), np.int64)
     dirty = np.zeros(len(rank_lo), np.bool_)
     stack = np.empty(len(rank_lo), np.int64)
     progress = True
@@ -330,6 +334,7 @@ def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, 
                     if not _release(r, wait, wait_arg, host, end, s_head, s_issued, s_free, d_lo, d_hi,
                                     ev_time, ev_issued):
                         break
+                    released[wait_op[r]] = host[r]
                     progress = True
                 if pos[r] >= rank_hi[r]:
                     break
@@ -363,13 +368,13 @@ def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, 
                                                        c_arrived, c_ready, c_ops, arrived, issue, start, end)
                                     changed = changed or done
                     if c == _WORK_SYNC:
-                        wait[r], wait_arg[r] = _ON_OP, k
+                        wait[r], wait_arg[r], wait_op[r] = _ON_OP, k, k
                 elif c == _SYNC_STREAM:
-                    wait[r], wait_arg[r] = _ON_STREAM, stream[k]
+                    wait[r], wait_arg[r], wait_op[r] = _ON_STREAM, stream[k], k
                 elif c == _SYNC_DEVICE:
-                    wait[r], wait_arg[r] = _ON_DEVICE, arg[k]
+                    wait[r], wait_arg[r], wait_op[r] = _ON_DEVICE, arg[k], k
                 elif c == _SYNC_EVENT:
-                    wait[r], wait_arg[r] = _ON_EVENT, arg[k]
+                    wait[r], wait_arg[r], wait_op[r] = _ON_EVENT, arg[k], k
     return c_arrived
 
 

@@ -1,4 +1,4 @@
-"""The host model (maya.predictor.host): host delays per steady step, the fitted slowdown, and the
+"""The host model (maya.predictor.host): replayed host time per step, the fitted slowdown, and the
 calibrated model that ``maya predict`` applies."""
 
 from __future__ import annotations
@@ -6,18 +6,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from maya.predictor.host import CALIBRATION, HostModel, fit_slowdown, host_model, step_host_delays_ns
-from maya.predictor.simulator import CALL_NS
+from maya.predictor.host import CALIBRATION, SLOWDOWNS, HostModel, fit_slowdown, host_model, step_host_times_ns
+from maya.predictor.simulator import CALL_NS, simulate
 from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
 
 
-def loop_trace(path: Path, steps: int = 5) -> Path:
-    """A training loop: three kernels and a device synchronisation per step; step s's three host
-    gaps are 10, 20 and 30 us plus s us each, and each call lasts 0.5 us."""
+def loop_trace(path: Path, steps: int = 5, mid_sync: bool = False) -> Path:
+    """A training loop: a synchronisation, then per step three kernels (each 0.5 us of host call)
+    and a device synchronisation; step s's three host gaps are 10, 20 and 30 us plus s us each,
+    and 5 us before its synchronisation.  ``mid_sync``: a stream synchronisation right after the
+    first kernel."""
     w = TraceWriter(rank=0, world_size=1)
     t = 0
+    w.record(Kind.DEVICE_SYNC, t_ns=t)
     for k in (1, 2, 3):
         sid = w.string(f"kernel_{k}")
         w.record(Kind.FUNC, t_ns=t, a=[k, sid, sid])
@@ -26,23 +30,39 @@ def loop_trace(path: Path, steps: int = 5) -> Path:
             t += gap + 1000 * s
             w.record(Kind.KERNEL, t_ns=t, dur_ns=500, a=[k, 1, 1, 0, 0], flags=Flag.ASYNC)
             t += 500
+            if mid_sync and k == 1:
+                w.record(Kind.STREAM_SYNC, t_ns=t)
         t += 5000
         w.record(Kind.DEVICE_SYNC, t_ns=t)
     w.write(path)
     return path
 
 
-def test_host_delays_per_steady_step(tmp_path: Path) -> None:
-    delays = step_host_delays_ns(read_trace(loop_trace(tmp_path / "r.mayatrace")))
-    # Steps 1-4 are steady (step 0 warms up); a step's delays: its three gaps (60 + 3 s us) and the
-    # 5 us before its synchronisation.  The last step has no next step to end it.
-    assert delays == [68_000.0, 71_000.0, 74_000.0]
+def test_replayed_host_time_per_step(tmp_path: Path) -> None:
+    trace = read_trace(loop_trace(tmp_path / "r.mayatrace"))
+    kernels = trace.of_kind(Kind.KERNEL).tolist()
+    (fast,) = simulate([trace], [{}], lambda *_: 0.0, host_slowdown=2.0, call_ns={}, default_call_ns=0.0)
+    # Host gaps only (calls cost nothing here), doubled: 2 x (60 + 3 s + 5) us for step s.
+    assert step_host_times_ns(trace, fast, 3) == pytest.approx([142_000.0, 148_000.0, 154_000.0])
+    # The last kernel of each step runs 1 ms: the host waits for it after reaching the step's end.
+    (late,) = simulate([trace], [{k: 1e6 for k in kernels[2::3]}], lambda *_: 0.0, call_ns={}, default_call_ns=0.0)
+    assert step_host_times_ns(trace, late, 5) == pytest.approx([65_000.0 + 3000 * s for s in range(5)])
+    with pytest.raises(ValueError, match="6 device synchronisations, 7 needed for 6 steps"):
+        step_host_times_ns(trace, late, 6)
+    # The first kernel runs 1 ms and the host synchronises on it inside the step: that wait counts.
+    trace = read_trace(loop_trace(tmp_path / "m.mayatrace", mid_sync=True))
+    kernels = trace.of_kind(Kind.KERNEL).tolist()
+    (held,) = simulate([trace], [{k: 1e6 for k in kernels[0::3]}], lambda *_: 0.0, call_ns={}, default_call_ns=0.0)
+    assert step_host_times_ns(trace, held, 5) == pytest.approx([1_065_000.0 + 3000 * s for s in range(5)])
 
 
-def test_fit_slowdown_is_the_median_ratio() -> None:
-    assert fit_slowdown([4.0, 8.0, 100.0], [1.0, 2.0, 1.0]) == 4.0
+def test_fit_slowdown_follows_most_configurations() -> None:
+    s = SLOWDOWNS[None, :]
+    host = np.vstack([2.0 * s, 3.0 * s, 0.0 * s + 9.0, 1.0 * s])  # the third waits for its device
+    measured = [2.0 * 4.0, 3.0 * 4.0, 10.0, 1.0 * 7.0]  # the last is noise
+    assert fit_slowdown(host, measured) == pytest.approx(4.0)
     with pytest.raises(ValueError):
-        fit_slowdown([], [])
+        fit_slowdown(host, measured[:2])
 
 
 def test_calibrated_and_nominal_host(tmp_path: Path) -> None:

@@ -129,7 +129,7 @@ def test_synchronising_calls_hold_the_host(tmp_path: Path) -> None:
     b = Build()
     b.add(Kind.STREAM_CREATE, stream=1, a32=1)
     k = b.kernel(100, stream=1)
-    b.add(Kind.STREAM_SYNC, stream=1)
+    sync = b.add(Kind.STREAM_SYNC, stream=1)
     after_stream = b.kernel(1)
     k2 = b.kernel(100, stream=1)
     b.add(Kind.EVENT_RECORD, stream=1, a=(3, 1))
@@ -139,6 +139,8 @@ def test_synchronising_calls_hold_the_host(tmp_path: Path) -> None:
     after_copy = b.kernel(1)
     (r,) = run(tmp_path, b)
     assert r.issue[after_stream] == pytest.approx(r.end[k] + 1 * US)
+    assert r.released[sync] == pytest.approx(r.end[k])  # when the host went on
+    assert r.released[copy] == pytest.approx(r.end[copy])
     assert r.issue[after_event] == pytest.approx(r.end[k2] + 1 * US)
     assert r.issue[after_copy] == pytest.approx(r.end[copy] + 1 * US)
 
