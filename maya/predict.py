@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from maya import catalog
 from maya.predictor import estimators
-from maya.predictor.host import HostModel, host_model
+from maya.predictor.host import HostModel, host_model, quiet_gap_scale
 from maya.predictor.iterations import trace_steps
 from maya.predictor.network import OPS, AnalyticalNccl, Collective, Fabric
 from maya.predictor.ops import device_ops, measured
@@ -80,6 +81,7 @@ class Job:
     labels: list[list[str]]  # operation names by record index, for the timeline
     weights: dict[str, float]  # device ns by estimate confidence
     gpus_per_node: int
+    gap_scale: list[npt.NDArray[np.float64]]  # per rank (maya.predictor.host.quiet_gap_scale)
 
     def replay(self, host: HostModel) -> list[RankResult]:
         model = AnalyticalNccl(Fabric.of(self.gpu, self.gpus_per_node))
@@ -91,7 +93,7 @@ class Job:
 
         try:
             return simulate(self.traces, self.durations, collective_ns, host_slowdown=host.slowdown,
-                            call_ns=host.call_ns, default_call_ns=host.default_call_ns)
+                            call_ns=host.call_ns, default_call_ns=host.default_call_ns, gap_scale=self.gap_scale)
         except SimulationError as e:
             raise PredictError(str(e)) from None
 
@@ -120,7 +122,9 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
         durations.append({i: e.ns for (i, _), e in zip(work, found, strict=True)})
         for e in found:
             weights[e.confidence] = weights.get(e.confidence, 0.0) + e.ns
-    return Job(g, folder, traces, durations, labels, weights, per_node)
+    # Recorded host delays were measured on the server as they are; emulated ones are steadied.
+    scale = [np.ones(len(t.records)) if oracle else quiet_gap_scale(t) for t in traces]
+    return Job(g, folder, traces, durations, labels, weights, per_node, scale)
 
 
 def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,

@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from maya.predictor.simulator import CALL_NS, DEFAULT_CALL_NS, RankResult
+from maya.predictor.iterations import trace_steps
+from maya.predictor.simulator import CALL_NS, DEFAULT_CALL_NS, RankResult, replay_order
 from maya.predictor.trace import Kind, Trace
 
 CALIBRATION = Path(__file__).with_name("host_calibration.json")
@@ -67,6 +68,34 @@ def step_host_times_ns(trace: Trace, result: RankResult, steps: int) -> list[flo
         raise ValueError(f"{len(syncs)} device synchronisations, {steps + 1} needed for {steps} steps")
     syncs = syncs[-(steps + 1):]
     return [float(result.issue[b] - result.released[a]) for a, b in zip(syncs[:-1], syncs[1:], strict=True)]
+
+
+def quiet_gap_scale(trace: Trace) -> npt.NDArray[np.float64]:
+    """A factor on the host delay before each record (by record index): each steady step's delays
+    are scaled to add up to those of the quickest steady step (1 outside the steady steps).
+
+    Why: a burst of interference on the emulating machine (another process, the hypervisor) can
+    slow several consecutive steps of an emulation twofold, while the steps themselves repeat the
+    same host work; the quickest step is the one it spared most."""
+    scale = np.ones(len(trace.records))
+    try:
+        steps, records = trace_steps(trace)
+    except ValueError:
+        return scale
+    order = replay_order(trace)
+    t = trace.records["t_ns"][order].astype(np.float64)
+    gaps = np.zeros(len(order))
+    gaps[1:] = np.maximum(t[1:] - (t[:-1] + trace.records["dur_ns"][order][:-1]), 0.0)
+    ends = [*steps.starts[1:], steps.starts[-1] + steps.period]
+    cuts = [(float(trace.records["t_ns"][records[a]]), float(trace.records["t_ns"][records[b]]))
+            for a, b in zip(steps.starts, ends, strict=True) if b < len(records)]
+    spans = [(int(np.searchsorted(t, lo)), int(np.searchsorted(t, hi))) for lo, hi in cuts]
+    totals = [float(gaps[a:b].sum()) for a, b in spans]
+    quickest = min(totals, default=0.0)
+    for (a, b), total in zip(spans, totals, strict=True):
+        if total > 0:
+            scale[order[a:b]] = quickest / total
+    return scale
 
 
 def fit_slowdown(host_s: npt.NDArray[np.float64], measured_s: Sequence[float]) -> float:

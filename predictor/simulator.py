@@ -98,7 +98,8 @@ def replay_order(trace: Trace) -> npt.NDArray[np.int64]:
 
 def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
              collective_ns: Callable[[int, float, int], float], *, host_slowdown: float = 1.0,
-             call_ns: Mapping[int, float] = CALL_NS, default_call_ns: float = DEFAULT_CALL_NS) -> list[RankResult]:
+             call_ns: Mapping[int, float] = CALL_NS, default_call_ns: float = DEFAULT_CALL_NS,
+             gap_scale: Sequence[npt.NDArray[np.float64]] | None = None) -> list[RankResult]:
     """Replay ``traces`` (one per rank, ``trace.header['rank']``).
 
     ``durations[r]``: device ns of rank r's device records by record index;
@@ -108,10 +109,12 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
     server's host takes than the emulating one (host delays are multiplied by
     it, :mod:`maya.predictor.host`);
     ``call_ns``: host cost of a call by record kind (``default_call_ns`` for
-    the others)."""
+    the others); ``gap_scale[r]``: a further factor on the host delay before
+    each of rank r's records, by record index."""
     if not traces:
         return []
-    job = _Job(traces, durations, collective_ns, host_slowdown, call_ns, default_call_ns)
+    scale = gap_scale or [np.ones(len(t.records)) for t in traces]
+    job = _Job(traces, durations, collective_ns, host_slowdown, call_ns, default_call_ns, scale)
     return job.run()
 
 
@@ -122,7 +125,7 @@ class _Job:
 
     def __init__(self, traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
                  collective_ns: Callable[[int, float, int], float], host_slowdown: float,
-                 call_ns: Mapping[int, float], default_call_ns: float) -> None:
+                 call_ns: Mapping[int, float], default_call_ns: float, gap_scale: Sequence[_F]) -> None:
         self.traces = traces
         self.orders = [replay_order(t) for t in traces]
         sizes = [len(o) for o in self.orders]
@@ -134,7 +137,7 @@ class _Job:
         cat = np.concatenate(recs)
         kind, a = cat["kind"].astype(np.int64), cat["a"]
         self.code = _codes(kind, cat["flags"])
-        self.pre, self.post = self._host_costs(recs, host_slowdown, call_ns, default_call_ns)
+        self.pre, self.post = self._host_costs(recs, host_slowdown, call_ns, default_call_ns, gap_scale)
         self.dur = self._durations(durations)
         self.stream = np.full(len(kind), -1, np.int64)
         self.arg = np.full(len(kind), -1, np.int64)
@@ -144,7 +147,7 @@ class _Job:
         self._number_collectives(cat, collective_ns, durations)
 
     def _host_costs(self, recs: list[np.ndarray], slowdown: float, call_ns: Mapping[int, float],
-                    default_call_ns: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+                    default_call_ns: float, gap_scale: Sequence[_F]) -> tuple[_F, _F]:
         """Host time before each op (the measured delay since the previous call ended, scaled) and
         after it (the call's own cost)."""
         pre, post = [], []
@@ -154,7 +157,7 @@ class _Job:
                 dur[j] = max(dur[j] - float(t.ext(int(self.orders[r][j]))[0]), 0.0)
             gap = np.zeros(len(rec))
             gap[1:] = np.maximum(t_ns[1:] - (t_ns[:-1] + dur[:-1]), 0.0)
-            pre.append(gap * slowdown)
+            pre.append(gap * slowdown * gap_scale[r][self.orders[r]])
             cost = np.full(len(rec), default_call_ns)
             for k, v in call_ns.items():
                 cost[rec["kind"] == k] = v
