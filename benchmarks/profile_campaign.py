@@ -66,7 +66,8 @@ def report(folder: Path) -> dict[str, object]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--jobs", default="all", help="smoke, sweeps, examples, all, or job names separated by commas")
+    p.add_argument("--jobs", default="all",
+                   help="smoke, sweeps, examples, oracle, all, or job names separated by commas")
     p.add_argument("--budget-s", type=float, default=560.0)
     p.add_argument("--python", default=sys.executable)
     a = p.parse_args()
@@ -81,6 +82,7 @@ def main() -> int:
         return rc
     groups = {"smoke": ["smoke"], "sweeps": [n for n in JOBS if n.startswith("sweep-")],
               "examples": [n for n in JOBS if n.startswith(("example-", "held-out-"))]}
+    groups["oracle"] = [n for n in JOBS if n.startswith("oracle-")]
     groups["all"] = groups["sweeps"] + groups["examples"]
     names = [n for part in a.jobs.split(",") for n in groups.get(part, [part])]
     done: dict[str, object] = {}
@@ -92,7 +94,11 @@ def main() -> int:
         folder = work / name
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         cmd = [a.python, "-m", "maya", "record", "--out", str(folder), "--", a.python, *JOBS[name]]
-        rc = sh(cmd, log, left - 10, env=env)
+        with open(work / f"{name}.stdout", "w") as stdout:  # the script's own result line
+            rc = sh(cmd, log, left - 10, env=env, stdout=stdout)
+        if not folder.is_dir():
+            continue
+        shutil.copy(work / f"{name}.stdout", folder / "stdout.txt")
         # The exact script that ran, so the CPU side emulates the same sequence.
         shutil.copy(ROOT / JOBS[name][0], folder / "job.py")
         done[name] = {"rc": rc, **report(folder)}

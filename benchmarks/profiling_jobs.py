@@ -5,6 +5,9 @@ interpreter, from the repository root).  The GPU machine records them
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 STEPS = 3  # the examples: step 0 warms up, steps 1-2 are steady
 
 _SWEEPS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid")
@@ -28,3 +31,9 @@ JOBS: dict[str, list[str]] = {"smoke": ["benchmarks/profiling/smoke.py"]}
 JOBS.update({f"sweep-{p}": ["benchmarks/profiling/sweep.py", "--part", p] for p in _SWEEPS})
 JOBS.update({f"example-{n}": [*argv, "--steps", str(STEPS)] for n, argv in _EXAMPLES.items()})
 JOBS.update({f"held-out-{n}": [*argv, "--steps", str(STEPS)] for n, argv in _HELD_OUT.items()})
+
+# The step-time configurations measured on the H100 (benchmarks/data/step_times), recorded with
+# their own printed step times: the oracle's ground truth (step_accuracy.py).
+_STEP_TIMES = Path(__file__).resolve().parent / "data" / "step_times" / "H100-SXM-80GB"
+JOBS.update({f"oracle-{p.stem}": json.loads(p.read_text())["argv"] for p in sorted(_STEP_TIMES.glob("*.json"))
+             if p.name != "env.json"})
