@@ -11,9 +11,12 @@ arguments and predicted with ``maya predict``'s code: the estimators of the
 measured GPU, the collective model, and the host model with the slowdown
 fitted on the other example models (leave one model out,
 benchmarks/results/host_calibration.json), so no case is predicted with a
-factor that saw it.  The oracle column replays the trace recorded on the
-H100 by the profiling campaign (default and held-out sizes only; CUPTI's
-overhead is in its host delays): the replay's own error.  Saves
+factor that saw it.  The oracle column is the replay's own error: the
+trace of the same configuration recorded on the H100 (``maya record``, the
+profiling campaign's ``oracle-*`` jobs) replayed with its measured device
+times, recorded host delays and call durations, against the step time that
+recorded run printed itself (recording slows its host, so it is compared
+with itself, not with the unrecorded runs).  Saves
 benchmarks/results/step_accuracy.json and prints a table.
 """
 
@@ -61,11 +64,10 @@ def host_for(case: Measured, calibration: dict[str, Any]) -> HostModel:
     return host_model(case.gpu)
 
 
-def recorded_job(name: str, recorded: Path) -> Path | None:
-    for job in (f"example-{name}", f"held-out-{name}"):
-        if (recorded / job).is_dir():
-            return recorded / job
-    return None
+def recorded_step_s(job: Path) -> float:
+    """The recorded run's own step time: the median of its steady steps, from its result line."""
+    lines = [ln for ln in (job / "stdout.txt").read_text().splitlines() if ln.startswith("{")]
+    return median(json.loads(lines[-1])["step_times_s"][STEADY_FROM:])
 
 
 def main() -> int:
@@ -76,7 +78,7 @@ def main() -> int:
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-step-accuracy-"))
     recorded = work / "recorded"
     if not recorded.is_dir():
-        extract_all(RECORDED, recorded, ("example", "held-out"))
+        extract_all(RECORDED, recorded, ("oracle",))
     calibration = json.loads(CALIBRATION.read_text())["machines"]
     wanted = set(filter(None, a.only.split(",")))
     rows: list[dict[str, Any]] = []
@@ -96,11 +98,12 @@ def main() -> int:
                        predict_wall_s=time.perf_counter() - t0)
         except PredictError as e:
             row.update(predicted_s=None, error=None, note=str(e))
-        job = recorded_job(case.name, recorded) if case.gpu == GPU else None
-        if job is not None:
+        job = recorded / f"oracle-{case.name}"
+        if case.gpu == GPU and job.is_dir():
             try:
                 o = predict_folder(job, case.gpu, oracle=True)
-                row.update(oracle_s=o.step_time_s, oracle_error=o.step_time_s / meas - 1)
+                rec = recorded_step_s(job)
+                row.update(oracle_s=o.step_time_s, recorded_s=rec, oracle_error=o.step_time_s / rec - 1)
             except PredictError as e:
                 row.update(oracle_s=None, oracle_error=None, oracle_note=str(e))
         rows.append(row)

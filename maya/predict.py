@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from maya import catalog
 from maya.predictor import estimators
-from maya.predictor.host import HostModel, host_model, quiet_gap_scale
+from maya.predictor.host import RECORDED, HostModel, host_model, quiet_gap_scale
 from maya.predictor.iterations import trace_steps
 from maya.predictor.network import OPS, AnalyticalNccl, Collective, Fabric
 from maya.predictor.ops import device_ops, measured
@@ -132,11 +132,11 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     """Predict from the traces in ``folder`` (an emulated run; or, with ``oracle``, a recorded one).
 
     ``host``: the server's host model (default: the GPU's calibrated one; with ``oracle``, the
-    recorded host delays as they are, which were measured on the server)."""
+    recorded host delays and call durations as they are, which were measured on the server)."""
     job = prepare(folder, gpu, gpus_per_node=gpus_per_node, oracle=oracle)
     g, traces = job.gpu, job.traces
     if host is None:
-        host = HostModel() if oracle else host_model(g.name)
+        host = RECORDED if oracle else host_model(g.name)
     results = job.replay(host)
     try:
         steps, records = trace_steps(traces[0])

@@ -41,10 +41,11 @@ SLOWDOWNS = np.round(np.arange(1.0, 12.0 + 1e-9, 0.05), 2)  # the factors a cali
 @dataclass(frozen=True)
 class HostModel:
     """How the replay times a rank's host: delays x ``slowdown`` plus ``call_ns`` per call by kind
-    (``default_call_ns`` for the other kinds)."""
+    (``default_call_ns`` for the other kinds; None: each call's recorded duration, for a trace
+    recorded on the GPU server)."""
 
     slowdown: float = 1.0
-    call_ns: Mapping[int, float] = field(default_factory=lambda: dict(CALL_NS))
+    call_ns: Mapping[int, float] | None = field(default_factory=lambda: dict(CALL_NS))
     default_call_ns: float = DEFAULT_CALL_NS
     source: str = "nominal call costs, no calibration for this GPU"
 
@@ -56,6 +57,9 @@ def host_model(gpu: str, path: Path = CALIBRATION) -> HostModel:
     if not m:
         return HostModel()
     return HostModel(float(m["slowdown"]), {}, 0.0, f"calibrated on {m['configs']} measured configurations")
+
+
+RECORDED = HostModel(1.0, None, 0.0, "the host as recorded on the GPU server")
 
 
 def step_host_times_ns(trace: Trace, result: RankResult, steps: int) -> list[float]:

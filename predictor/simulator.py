@@ -53,6 +53,7 @@ NON_BLOCKING = 0x1  # cudaStreamNonBlocking, in STREAM_CREATE a32
 _DEVICE_WORK = [int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.BLAS, Kind.DNN)]
 _SKIPPED = [int(k) for k in (Kind.STRING, Kind.FUNC, Kind.THREAD, Kind.NOTE, Kind.DEVICE_TIME, Kind.CONT)]
 _SEND, _RECV = 7, 8
+_HOST_WAITS = [int(k) for k in (Kind.STREAM_SYNC, Kind.DEVICE_SYNC, Kind.EVENT_SYNC, Kind.COLL)]
 
 # What a replayed record does (``code``); the first five go to a stream.
 _NOP, _WORK, _WORK_SYNC, _RECORD, _WAIT, _COLL, _SYNC_STREAM, _SYNC_DEVICE, _SYNC_EVENT = range(9)
@@ -98,7 +99,7 @@ def replay_order(trace: Trace) -> npt.NDArray[np.int64]:
 
 def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
              collective_ns: Callable[[int, float, int], float], *, host_slowdown: float = 1.0,
-             call_ns: Mapping[int, float] = CALL_NS, default_call_ns: float = DEFAULT_CALL_NS,
+             call_ns: Mapping[int, float] | None = CALL_NS, default_call_ns: float = DEFAULT_CALL_NS,
              gap_scale: Sequence[npt.NDArray[np.float64]] | None = None) -> list[RankResult]:
     """Replay ``traces`` (one per rank, ``trace.header['rank']``).
 
@@ -109,7 +110,9 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
     server's host takes than the emulating one (host delays are multiplied by
     it, :mod:`maya.predictor.host`);
     ``call_ns``: host cost of a call by record kind (``default_call_ns`` for
-    the others); ``gap_scale[r]``: a further factor on the host delay before
+    the others; None: each call's own recorded duration, as a trace recorded
+    on the real GPU has them, except for calls that wait for the device,
+    whose wait the replay makes itself); ``gap_scale[r]``: a further factor on the host delay before
     each of rank r's records, by record index."""
     if not traces:
         return []
@@ -125,7 +128,7 @@ class _Job:
 
     def __init__(self, traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
                  collective_ns: Callable[[int, float, int], float], host_slowdown: float,
-                 call_ns: Mapping[int, float], default_call_ns: float, gap_scale: Sequence[_F]) -> None:
+                 call_ns: Mapping[int, float] | None, default_call_ns: float, gap_scale: Sequence[_F]) -> None:
         self.traces = traces
         self.orders = [replay_order(t) for t in traces]
         sizes = [len(o) for o in self.orders]
@@ -146,7 +149,7 @@ class _Job:
         self._number_events(a)
         self._number_collectives(cat, collective_ns, durations)
 
-    def _host_costs(self, recs: list[np.ndarray], slowdown: float, call_ns: Mapping[int, float],
+    def _host_costs(self, recs: list[np.ndarray], slowdown: float, call_ns: Mapping[int, float] | None,
                     default_call_ns: float, gap_scale: Sequence[_F]) -> tuple[_F, _F]:
         """Host time before each op (the measured delay since the previous call ended, scaled) and
         after it (the call's own cost)."""
@@ -158,9 +161,15 @@ class _Job:
             gap = np.zeros(len(rec))
             gap[1:] = np.maximum(t_ns[1:] - (t_ns[:-1] + dur[:-1]), 0.0)
             pre.append(gap * slowdown * gap_scale[r][self.orders[r]])
-            cost = np.full(len(rec), default_call_ns)
-            for k, v in call_ns.items():
-                cost[rec["kind"] == k] = v
+            if call_ns is None:
+                cost = dur.copy()
+                waits = np.isin(rec["kind"], _HOST_WAITS) | (
+                    (rec["kind"] == int(Kind.MEMCPY)) & ((rec["flags"] & Flag.ASYNC) == 0))
+                cost[waits] = 0.0
+            else:
+                cost = np.full(len(rec), default_call_ns)
+                for k, v in call_ns.items():
+                    cost[rec["kind"] == k] = v
             post.append(cost)
         return np.concatenate(pre), np.concatenate(post)
 
