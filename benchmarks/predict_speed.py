@@ -7,8 +7,8 @@
    fresh process: once cold (empty estimator and numba caches, as after an
    install: the estimators are fitted and the replay compiled), then R times
    warm; the target is under 60 s.
-2. The replay alone (:func:`maya.predictor.simulator.simulate`, with the
-   estimated durations) over that run's trace and over an emulated DDP run of
+2. The replay alone (``maya predict``'s :meth:`maya.predict.Job.replay`, with
+   the estimated durations and the calibrated host) over that run's trace and over an emulated DDP run of
    N ranks (``examples/ddp.py``), R times each: the median records per second,
    counting the records replayed (all but strings, names and continuation
    slots); the target is 1 million.
@@ -30,12 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from maya import catalog
-from maya.predict import _estimators, rank_traces
-from maya.predictor.network import OPS, AnalyticalNccl, Collective, Fabric
-from maya.predictor.ops import device_ops
-from maya.predictor.simulator import replay_order, simulate
-from maya.predictor.trace import Kind
+from maya.predict import prepare
+from maya.predictor.host import host_model
+from maya.predictor.simulator import replay_order
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "predict_speed.json"
@@ -67,22 +64,13 @@ def emulate_ddp(out: Path, ranks: int) -> Path:
 
 def replay_rate(folder: Path, repeat: int) -> dict[str, float]:
     """Median records replayed per second over ``repeat`` replays of the traces in ``folder``."""
-    traces = rank_traces(folder)
-    est = _estimators(GPU)
-    durations = []
-    for t in traces:
-        work = [(i, op) for i, op in device_ops(t) if op.kind != int(Kind.COLL)]
-        durations.append({i: e.ns for (i, _), e in zip(work, est.estimate_many([op for _, op in work]), strict=True)})
-    model = AnalyticalNccl(Fabric.of(catalog.lookup(GPU), 8))
-
-    def collective_ns(op: int, nbytes: float, members: int) -> float:
-        return model.seconds(Collective(OPS.get(op, "all_reduce"), nbytes, members, 1)) * 1e9
-
-    simulate(traces, durations, collective_ns)  # load the compiled replay
+    job, host = prepare(folder, GPU), host_model(GPU)
+    traces = job.traces
+    job.replay(host)  # load the compiled replay
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        simulate(traces, durations, collective_ns)
+        job.replay(host)
         times.append(time.perf_counter() - t0)
     replayed = sum(len(replay_order(t)) for t in traces)
     med = statistics.median(times)

@@ -269,12 +269,12 @@ class _Job:
         n = len(self.code)
         issue, start, end, released = (np.full(n, np.nan) for _ in range(4))
         R = len(self.traces)
-        host, wait, pos = np.zeros(R), np.full(R, _FREE, np.int64), self.rank_lo.copy()
+        host, wait = np.zeros(R), np.full(R, _FREE, np.int64)
         c_arrived = _replay(self.rank_lo, self.rank_hi, self.op_rank, self.code, self.pre, self.post, self.dur,
                             self.stream, self.arg, self.unversioned, self.s_ops, self.s_lo, self.s_hi,
                             self.c_lo, self.c_hi, self.coupled, self.r_slo, self.r_shi, self.d_lo, self.d_hi,
                             self.n_events, self.coll_members, self.coll_len, self.coll_base,
-                            issue, start, end, released, host, wait, pos)
+                            issue, start, end, released, host, wait)
         stuck = [f"rank {r} waits on {_WAITS[int(wait[r])]}" for r in range(R) if wait[r] != _FREE]
         stuck += [f"collective {self.coll_keys[c]} reached by {int(c_arrived[c])} of {int(self.coll_members[c])} "
                   f"members" for c in np.flatnonzero((c_arrived > 0) & (c_arrived < self.coll_members)).tolist()]
@@ -324,11 +324,12 @@ def _csr(lists: list[list[int]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
 def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, dur: _F, stream: _I, arg: _I,
             unversioned: _B, s_ops: _I, s_lo: _I, s_hi: _I, c_lo: _I, c_hi: _I, coupled: _I, r_slo: _I, r_shi: _I,
             d_lo: _I, d_hi: _I, n_events: int, coll_members: _I, coll_len: _F, coll_base: _I,
-            issue: _F, start: _F, end: _F, released: _F, host: _F, wait: _I, pos: _I) -> _I:
+            issue: _F, start: _F, end: _F, released: _F, host: _F, wait: _I) -> _I:
     """Run each rank until its host is held or done, and the next, until no rank can go on.
-    Fills issue/start/end/released (by op), host, wait and pos (by rank); returns each collective's
+    Fills issue/start/end/released (by op), host and wait (by rank); returns each collective's
     arrivals."""
     n_streams = len(s_lo)
+    pos = rank_lo.copy()  # each rank's next op
     s_head, s_issued, s_free = s_lo.copy(), s_lo.copy(), np.zeros(n_streams)
     ev_time, ev_issued = np.full(n_events, np.nan), np.zeros(n_events, np.bool_)
     c_arrived, c_ready = np.zeros(len(coll_members), np.int64), np.zeros(len(coll_members))
