@@ -5,7 +5,9 @@
 For every configuration measured on a GPU machine (benchmarks/step_truth.py's
 data: the host's time to issue each step, until ``step(i)`` returned, fresh
 processes), the same command is emulated here and replayed with the
-estimators of that GPU at every slowdown of
+estimators of that GPU, the host cost of each CUDA call measured on that
+server (benchmarks/data/server_call_cost/<GPU>.json, from
+benchmarks/server_call_cost.cu), and every slowdown of
 :data:`maya.predictor.host.SLOWDOWNS`; the replayed host time per steady step
 (:func:`maya.predictor.host.step_host_times_ns`) includes the host's waits for
 the device inside the step, as the measurement does.  The machine's factor
@@ -36,23 +38,27 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.step_truth import DATA, STEADY_FROM, Measured, emulate, measured  # noqa: E402
+from benchmarks.step_truth import DATA, EMULATED_STEPS, STEADY_FROM, emulate, measured  # noqa: E402
 from maya.predict import Job, prepare  # noqa: E402
-from maya.predictor.host import CALIBRATION, SLOWDOWNS, HostModel, fit_slowdown, step_host_times_ns  # noqa: E402
+from maya.predictor.host import (  # noqa: E402
+    CALIBRATION, SLOWDOWNS, HostModel, fit_slowdown, server_call_ns, step_host_times_ns)
 from maya.predictor.trace import Kind  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "host_calibration.json"
+CALL_COSTS = ROOT / "benchmarks" / "data" / "server_call_cost"  # <GPU>.json, benchmarks/server_call_cost.cu
 
 
-def steps_of(m: Measured) -> int:
-    return int(m.argv[m.argv.index("--steps") + 1]) if "--steps" in m.argv else 4
+def call_costs(gpu: str) -> dict[str, float]:
+    """The server's measured host ns per call kind (none measured: {})."""
+    path = CALL_COSTS / f"{gpu}.json"
+    return json.loads(path.read_text())["ns_per_call"] if path.is_file() else {}
 
 
-def replayed_host_s(job: Job, steps: int) -> np.ndarray:
+def replayed_host_s(job: Job, steps: int, calls: dict[str, float]) -> np.ndarray:
     """Median replayed host time per steady step, seconds, at each of SLOWDOWNS."""
     out = []
     for f in SLOWDOWNS:
-        result = job.replay(HostModel(float(f), {}, 0.0))[0]
+        result = job.replay(HostModel(float(f), server_call_ns(calls), 0.0))[0]
         out.append(median(step_host_times_ns(job.traces[0], result, steps)[STEADY_FROM:]) / 1e9)
     return np.array(out)
 
@@ -81,14 +87,14 @@ def main() -> int:
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-host-calibration-"))
     machines, report = {}, {}
     for gpu in sorted(p.name for p in DATA.iterdir() if p.is_dir()):
-        rows, curves = [], []
+        rows, curves, calls = [], [], call_costs(gpu)
         for m in measured(gpu):
             if m.processes != 1 or not m.host_s:
                 continue
             job = prepare(emulate(m.argv, gpu, 1, work / gpu / m.name), gpu)
-            curves.append(replayed_host_s(job, steps_of(m)))
+            curves.append(replayed_host_s(job, EMULATED_STEPS, calls))
             rows.append({"name": m.name, "family": m.family, "measured_host_s": median(m.host_s),
-                         "host_runs": len(m.host_s), "emulated_host_s": emulated_host_s(job, steps_of(m))})
+                         "host_runs": len(m.host_s), "emulated_host_s": emulated_host_s(job, EMULATED_STEPS)})
         host = np.vstack(curves)
         meas = [r["measured_host_s"] for r in rows]
         slowdown = fit_slowdown(host, meas)
@@ -110,13 +116,14 @@ def main() -> int:
                    "max_abs_error": max(errors)}
         print(f"{gpu}: slowdown {slowdown:.2f} over {len(rows)} configurations; host time error, leave one model "
               f"out: median {100 * summary['median_abs_error']:.1f}%, max {100 * summary['max_abs_error']:.1f}%")
-        machines[gpu] = {"slowdown": round(slowdown, 3), "configs": len(rows)}
-        report[gpu] = {"summary": summary, "configs": rows}
+        machines[gpu] = {"slowdown": round(slowdown, 3), "configs": len(rows), "call_ns": calls}
+        report[gpu] = {"summary": summary, "call_ns": calls, "configs": rows}
     emulating = {"cpu": cpu_model(), "cpus": len(os.sched_getaffinity(0))}
     CALIBRATION.write_text(json.dumps({
-        "about": "Host slowdown per catalog machine: the factor on the host delays emulated on the CPU below "
-                 "that makes the replay's host time per step closest to the GPU server's "
-                 "(benchmarks/host_calibration.py).",
+        "about": "Host model per catalog machine: the host ns of each kind of CUDA call measured on the GPU "
+                 "server (call_ns, benchmarks/server_call_cost.cu), and the factor on the host delays emulated "
+                 "on the CPU below that then makes the replay's host time per step closest to the server's "
+                 "(slowdown, benchmarks/host_calibration.py).",
         "emulating_cpu": emulating, "date": time.strftime("%Y-%m-%d"), "machines": machines}, indent=1) + "\n")
     RESULTS.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": "python benchmarks/host_calibration.py",
                                    "emulating_cpu": emulating, "machines": report}, indent=1) + "\n")

@@ -3,11 +3,11 @@
     python benchmarks/step_accuracy.py [--only NAME,...] [--work DIR]
 
 Ground truth (benchmarks/step_truth.py): the examples at their default,
-held-out and three more sizes on an H100, the median over three fresh
+held-out and three more sizes on an H100, the median over six fresh
 processes of each run's median steady step, with the run-to-run spread; and
 the 2-rank DDP example on 2 x H200 (benchmarks/data/gpu_fidelity, two
 unprofiled runs).  Each configuration is emulated here with the same
-arguments and predicted with ``maya predict``'s code: the estimators of the
+arguments (for 8 steps) and predicted with ``maya predict``'s code: the estimators of the
 measured GPU, the collective model, and the host model with the slowdown
 fitted on the other example models (leave one model out,
 benchmarks/results/host_calibration.json), so no case is predicted with a
@@ -15,8 +15,8 @@ factor that saw it.  The oracle column is the replay's own error: the
 trace of the same configuration recorded on the H100 (``maya record``, the
 profiling campaign's ``oracle-*`` jobs) replayed with its measured device
 times, recorded host delays and call durations, against the step time that
-recorded run printed itself (recording slows its host, so it is compared
-with itself, not with the unrecorded runs).  Saves
+recorded run printed itself for the same steps (recording slows its host,
+so it is compared with itself, not with the unrecorded runs).  Saves
 benchmarks/results/step_accuracy.json and prints a table.
 """
 
@@ -27,6 +27,7 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.archives import extract_all  # noqa: E402
-from benchmarks.step_truth import STEADY_FROM, Measured, emulate, measured  # noqa: E402
+from benchmarks.step_truth import Measured, emulate, measured, steady  # noqa: E402
 from maya.predict import PredictError, predict_folder  # noqa: E402
 from maya.predictor.host import HostModel, host_model  # noqa: E402
 
@@ -51,7 +52,7 @@ def pct(x: float | None) -> str:
 
 def ddp_case() -> Measured:
     d = json.loads(DDP.read_text())
-    steps = [median(run["results"][0]["step_times_s"][STEADY_FROM:]) for run in d["runs"]
+    steps = [median(steady(run["results"][0]["step_times_s"])) for run in d["runs"]
              if not run.get("profiled") and run.get("results")]
     return Measured("ddp-2xH200", "H200-SXM-141GB", d["argv"], 2, steps, [])
 
@@ -59,15 +60,18 @@ def ddp_case() -> Measured:
 def host_for(case: Measured, calibration: dict[str, Any]) -> HostModel:
     """The case's machine's host, with the slowdown fitted without the case's example model."""
     rows = {r["name"]: r for r in calibration.get(case.gpu, {}).get("configs", [])}
+    host = host_model(case.gpu)
     if case.name in rows:
-        return HostModel(rows[case.name]["slowdown_without_model"], {}, 0.0, "leave one model out")
-    return host_model(case.gpu)
+        return replace(host, slowdown=rows[case.name]["slowdown_without_model"], source="leave one model out")
+    return host
 
 
-def recorded_step_s(job: Path) -> float:
-    """The recorded run's own step time: the median of its steady steps, from its result line."""
+def recorded_step_s(job: Path, steps: int) -> float:
+    """The recorded run's own time for the steps the replay measured: the median of its last
+    ``steps`` printed step times (the steady steps found in a trace run to its end).  Its
+    earlier steps can differ in kind: BERT's GradScaler skips the optimizer for a few."""
     lines = [ln for ln in (job / "stdout.txt").read_text().splitlines() if ln.startswith("{")]
-    return median(json.loads(lines[-1])["step_times_s"][STEADY_FROM:])
+    return median(json.loads(lines[-1])["step_times_s"][-steps:])
 
 
 def main() -> int:
@@ -102,7 +106,7 @@ def main() -> int:
         if case.gpu == GPU and job.is_dir():
             try:
                 o = predict_folder(job, case.gpu, oracle=True)
-                rec = recorded_step_s(job)
+                rec = recorded_step_s(job, len(o.steps_s))
                 row.update(oracle_s=o.step_time_s, recorded_s=rec, oracle_error=o.step_time_s / rec - 1)
             except PredictError as e:
                 row.update(oracle_s=None, oracle_error=None, oracle_note=str(e))

@@ -1,12 +1,20 @@
 """Step times measured on real GPUs, and the same configurations emulated here.
 
 The measurements are ``benchmarks/gpu_fidelity_campaign.py`` runs (``--no-profile
---steps 8``: the examples at their default, held-out and three more sizes,
-fresh processes), committed as ``benchmarks/data/step_times/<GPU>/<name>.json``.
-Each run's result line holds the wall time of every step and the host's time
-to issue it (until ``step(i)`` returned).  Steps 0 and 1 warm up (cuDNN
-autotuning, optimizer state, DDP buckets); a run's figure is the median of
-its later steps, a configuration's the median over its runs.
+--steps 16``: the examples at their default, held-out and three more sizes,
+fresh processes, every configuration in turn so that a drift of the server's
+speed spreads over all of them), committed as
+``benchmarks/data/step_times/<GPU>/<name>.json``.  Each run's result line
+holds the wall time of every step and the host's time to issue it (until
+``step(i)`` returned).  The early steps warm up: cuDNN autotuning, optimizer
+state, DDP buckets, and fp16's GradScaler skipping the optimizer while its
+scale comes down from 2**16 (BERT skips it for about five steps).  A run's
+figure is therefore the median of its later half of steps (never before step
+``STEADY_FROM``), a configuration's the median over its runs.
+
+Emulation runs the same command for ``EMULATED_STEPS`` steps: a steady step
+does not depend on how many follow it, and emulated GradScalers never skip
+(emulated gradients are finite).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from statistics import median
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data" / "step_times"
 STEADY_FROM = 2
+EMULATED_STEPS = 8
 
 
 @dataclass(frozen=True)
@@ -49,10 +58,25 @@ def load(path: Path, gpu: str) -> Measured:
         if run.get("profiled") or not run.get("results"):
             continue
         res = run["results"][0]  # rank 0
-        steps.append(median(res["step_times_s"][STEADY_FROM:]))
+        steps.append(median(steady(res["step_times_s"])))
         if "host_times_s" in res:
-            hosts.append(median(res["host_times_s"][STEADY_FROM:]))
+            hosts.append(median(steady(res["host_times_s"])))
     return Measured(path.stem, gpu, d["argv"], int(d.get("processes", 1)), steps, hosts)
+
+
+def steady(per_step: list[float]) -> list[float]:
+    """A run's steady steps: its later half, never before ``STEADY_FROM``."""
+    return per_step[max(STEADY_FROM, len(per_step) // 2):]
+
+
+def emulated_argv(argv: list[str]) -> list[str]:
+    """The measured command line, run for ``EMULATED_STEPS`` steps."""
+    out = list(argv)
+    if "--steps" in out:
+        out[out.index("--steps") + 1] = str(EMULATED_STEPS)
+    else:
+        out += ["--steps", str(EMULATED_STEPS)]
+    return out
 
 
 def measured(gpu: str) -> list[Measured]:
@@ -61,9 +85,11 @@ def measured(gpu: str) -> list[Measured]:
 
 
 def emulate(argv: list[str], gpu: str, processes: int, out: Path) -> Path:
-    """``maya emulate`` of the configuration into ``out`` (kept: a second call reuses it)."""
+    """``maya emulate`` of the configuration (for ``EMULATED_STEPS`` steps) into ``out``
+    (kept: a second call reuses it)."""
     if (out / "summary.json").is_file():
         return out
+    argv = emulated_argv(argv)
     script = [sys.executable, *argv] if processes == 1 else [
         sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}", *argv]
     cmd = [sys.executable, "-m", "maya", "emulate", "--gpu", gpu, "--gpus-per-node", str(processes),

@@ -4,15 +4,19 @@ The replay spaces a rank's calls by the host delays measured under
 emulation: Python, PyTorch's dispatcher and the caching allocator running on
 the emulating CPU, with the CUDA libraries replaced by the interposer's quick
 stand-ins.  On the GPU server the same work runs on another CPU, and every
-call also pays the real driver's and libraries' host cost.  Measured on the
-example models (``benchmarks/host_calibration.py``), the server's host time
-per step is close to a constant multiple of the emulated host delays, so one
-factor per catalog machine, ``slowdown``, stands for both: host delays are
-multiplied by it.  The factor is fitted through the replay itself: the
-examples' measured host time per step includes the host's waits for the
-device inside the step (``.item()``, a copy to the host), which the replay
-reproduces, so a raw ratio of host times would mistake those waits for a
-slow host.  Its residual error is in
+call also pays the real driver's and libraries' host cost.  So the server's
+host is two numbers per catalog machine: ``call_ns``, the host time of each
+kind of CUDA call, measured on the server itself
+(``benchmarks/server_call_cost.cu``: a kernel launch took 4.5 us on the
+H100 machine, a cuBLAS GEMM 12 us), and ``slowdown``, the factor on the
+emulated host delays, fitted on the example models
+(``benchmarks/host_calibration.py``).  Without the call costs one factor had
+to stand for both, and models that launch many kernels per line of Python
+(the recommender's embedding backward) came out 25-40% short.  The factor is
+fitted through the replay itself: the examples' measured host time per step
+includes the host's waits for the device inside the step (``.item()``, a
+copy to the host), which the replay reproduces, so a raw ratio of host times
+would mistake those waits for a slow host.  Its residual error is in
 ``benchmarks/results/host_calibration.json``.
 
 The factor refers to the machine class it was calibrated on (the CI-class
@@ -50,13 +54,26 @@ class HostModel:
     source: str = "nominal call costs, no calibration for this GPU"
 
 
+# The call kinds measured on the server, and the record kinds each one prices.  A cuDNN call is
+# priced as a cuBLAS one: a library call that plans and launches (cuDNN was not measured alone).
+CALL_KINDS = {"kernel": (Kind.KERNEL,), "memset": (Kind.MEMSET,), "memcpy": (Kind.MEMCPY,),
+              "blas": (Kind.BLAS, Kind.DNN)}
+
+
+def server_call_ns(measured: Mapping[str, float]) -> dict[int, float]:
+    """Host ns per call by record kind, from the costs measured on a server (by CALL_KINDS name);
+    the other calls (events, allocations) cost nothing beyond their emulated delays."""
+    return {int(k): float(measured[name]) for name, kinds in CALL_KINDS.items() if name in measured for k in kinds}
+
+
 def host_model(gpu: str, path: Path = CALIBRATION) -> HostModel:
     """The calibrated host of catalog machine ``gpu``, else the nominal one."""
     machines = json.loads(path.read_text()).get("machines", {}) if path.is_file() else {}
     m = machines.get(gpu)
     if not m:
         return HostModel()
-    return HostModel(float(m["slowdown"]), {}, 0.0, f"calibrated on {m['configs']} measured configurations")
+    return HostModel(float(m["slowdown"]), server_call_ns(m.get("call_ns", {})), 0.0,
+                     f"calibrated on {m['configs']} measured configurations")
 
 
 RECORDED = HostModel(1.0, None, 0.0, "the host as recorded on the GPU server")
