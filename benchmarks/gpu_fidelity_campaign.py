@@ -109,6 +109,9 @@ def probe(warmup: bool = True) -> dict:
 
     info: dict = {"python": platform.python_version(), "host": platform.node(),
                   "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    # The host's CPU: host-bound step times follow it (same GPU kind, another server, another speed).
+    models = [ln.split(":", 1)[1].strip() for ln in _read("/proc/cpuinfo").splitlines() if ln.startswith("model name")]
+    info["cpu"] = {"model": models[0] if models else platform.processor(), "cpus": os.cpu_count()}
     info["env"] = {k: v for k, v in os.environ.items()
                    if k.startswith(("NCCL_", "CUDA_", "CUBLAS", "CUDNN", "TORCH_", "PYTORCH_", "NVIDIA_"))}
     pkgs = {}
@@ -192,6 +195,14 @@ def _warm_sdpa(torch) -> None:
     q = torch.randn(2, 4, 256, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     y = torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
     y.float().sum().backward()
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def _plain(v):

@@ -12,7 +12,7 @@ H100 machine, a cuBLAS GEMM 12 us), and ``slowdown``, the factor on the
 emulated host delays, fitted on the example models
 (``benchmarks/host_calibration.py``).  Without the call costs one factor had
 to stand for both, and models that launch many kernels per line of Python
-(the recommender's embedding backward) came out 25-40% short.  The factor is
+(the recommender's embedding backward) came out up to 42% short.  The factor is
 fitted through the replay itself: the examples' measured host time per step
 includes the host's waits for the device inside the step (``.item()``, a
 copy to the host), which the replay reproduces, so a raw ratio of host times

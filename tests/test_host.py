@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from maya.predictor.host import CALIBRATION, SLOWDOWNS, HostModel, fit_slowdown, host_model, step_host_times_ns
+from maya.predictor.host import (
+    CALIBRATION, SLOWDOWNS, HostModel, fit_slowdown, host_model, server_call_ns, step_host_times_ns)
 from maya.predictor.simulator import CALL_NS, simulate
 from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
 
@@ -69,9 +70,21 @@ def test_calibrated_and_nominal_host(tmp_path: Path) -> None:
     calib = json.loads(CALIBRATION.read_text())
     for gpu, m in calib["machines"].items():  # the committed calibration is what predict uses
         h = host_model(gpu)
-        assert h.slowdown == m["slowdown"] > 1.0 and not h.call_ns and h.default_call_ns == 0.0
+        assert h.slowdown == m["slowdown"] > 1.0 and h.default_call_ns == 0.0
+        assert h.call_ns is not None and h.call_ns[int(Kind.KERNEL)] == m["call_ns"]["kernel"] > 1000.0
     nominal = host_model("no-such-gpu")
     assert nominal == HostModel() and nominal.slowdown == 1.0 and nominal.call_ns == dict(CALL_NS)
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"machines": {"X": {"slowdown": 2.5, "configs": 3}}}))
-    assert host_model("X", path).slowdown == 2.5
+    assert host_model("X", path).slowdown == 2.5 and host_model("X", path).call_ns == {}
+
+
+def test_server_call_costs_price_the_replayed_host(tmp_path: Path) -> None:
+    measured = {"kernel": 4000.0, "memset": 1000.0, "blas": 9000.0}
+    assert server_call_ns(measured) == {int(Kind.KERNEL): 4000.0, int(Kind.MEMSET): 1000.0,
+                                        int(Kind.BLAS): 9000.0, int(Kind.DNN): 9000.0}
+    trace = read_trace(loop_trace(tmp_path / "r.mayatrace"))
+    calls = server_call_ns(measured)
+    (r,) = simulate([trace], [{}], lambda *_: 0.0, host_slowdown=2.0, call_ns=calls, default_call_ns=0.0)
+    # Step s: its gaps doubled, 2 x (60 + 3 s + 5) us, plus three launches of 4 us on the server.
+    assert step_host_times_ns(trace, r, 3) == pytest.approx([154_000.0, 160_000.0, 166_000.0])
