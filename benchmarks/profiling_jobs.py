@@ -32,8 +32,16 @@ JOBS.update({f"sweep-{p}": ["benchmarks/profiling/sweep.py", "--part", p] for p 
 JOBS.update({f"example-{n}": [*argv, "--steps", str(STEPS)] for n, argv in _EXAMPLES.items()})
 JOBS.update({f"held-out-{n}": [*argv, "--steps", str(STEPS)] for n, argv in _HELD_OUT.items()})
 
-# The step-time configurations measured on the H100 (benchmarks/data/step_times), recorded with
-# their own printed step times: the oracle's ground truth (step_accuracy.py).
+# The step-time configurations measured on the H100 (benchmarks/data/step_times), recorded for
+# ORACLE_STEPS steps with their own printed step times: the oracle's ground truth (step_accuracy.py).
 _STEP_TIMES = Path(__file__).resolve().parent / "data" / "step_times" / "H100-SXM-80GB"
-JOBS.update({f"oracle-{p.stem}": json.loads(p.read_text())["argv"] for p in sorted(_STEP_TIMES.glob("*.json"))
-             if p.name != "env.json"})
+ORACLE_STEPS = 8
+
+
+def _oracle_argv(argv: list[str]) -> list[str]:
+    i = argv.index("--steps")
+    return [*argv[:i], "--steps", str(ORACLE_STEPS), *argv[i + 2:]]
+
+
+JOBS.update({f"oracle-{p.stem}": _oracle_argv(json.loads(p.read_text())["argv"])
+             for p in sorted(_STEP_TIMES.glob("*.json")) if p.name != "env.json"})
