@@ -40,8 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.step_truth import DATA, EMULATED_STEPS, STEADY_FROM, emulate, measured  # noqa: E402
 from maya.predict import Job, prepare  # noqa: E402
-from maya.predictor.host import (  # noqa: E402
-    CALIBRATION, SLOWDOWNS, HostModel, fit_slowdown, server_call_ns, step_host_times_ns)
+from maya.predictor.host import CALIBRATION, SLOWDOWNS, HostModel, fit_slowdown, server_call_ns, step_host_times_ns  # noqa: E402
 from maya.predictor.trace import Kind  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "host_calibration.json"

@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 
 from maya.predictor.host import (
-    CALIBRATION, SLOWDOWNS, HostModel, fit_slowdown, host_model, server_call_ns, step_host_times_ns)
+    CALIBRATION,
+    SLOWDOWNS,
+    HostModel,
+    fit_slowdown,
+    host_model,
+    server_call_ns,
+    step_host_times_ns,
+)
 from maya.predictor.simulator import CALL_NS, simulate
 from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
 
