@@ -110,8 +110,7 @@ def probe(warmup: bool = True) -> dict:
     info: dict = {"python": platform.python_version(), "host": platform.node(),
                   "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     # The host's CPU: host-bound step times follow it (same GPU kind, another server, another speed).
-    models = [ln.split(":", 1)[1].strip() for ln in _read("/proc/cpuinfo").splitlines() if ln.startswith("model name")]
-    info["cpu"] = {"model": models[0] if models else platform.processor(), "cpus": os.cpu_count()}
+    info["cpu"] = {"model": cpu_model(), "cpus": os.cpu_count()}
     info["env"] = {k: v for k, v in os.environ.items()
                    if k.startswith(("NCCL_", "CUDA_", "CUBLAS", "CUDNN", "TORCH_", "PYTORCH_", "NVIDIA_"))}
     pkgs = {}
@@ -197,12 +196,18 @@ def _warm_sdpa(torch) -> None:
     y.float().sum().backward()
 
 
-def _read(path: str) -> str:
+def cpu_model() -> str:
+    """This machine's CPU model name."""
+    import platform
+
     try:
-        with open(path) as f:
-            return f.read()
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
     except OSError:
-        return ""
+        pass
+    return platform.processor() or "unknown"
 
 
 def _plain(v):

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.gpu_fidelity_campaign import cpu_model  # noqa: E402
 from benchmarks.step_truth import DATA, EMULATED_STEPS, STEADY_FROM, emulate, measured  # noqa: E402
 from maya.predict import Job, prepare  # noqa: E402
 from maya.predictor.host import CALIBRATION, SLOWDOWNS, HostModel, fit_slowdown, server_call_ns, step_host_times_ns  # noqa: E402
@@ -55,9 +55,9 @@ def call_costs(gpu: str) -> dict[str, float]:
 
 def replayed_host_s(job: Job, steps: int, calls: dict[str, float]) -> np.ndarray:
     """Median replayed host time per steady step, seconds, at each of SLOWDOWNS."""
-    out = []
+    out, call_ns = [], server_call_ns(calls)
     for f in SLOWDOWNS:
-        result = job.replay(HostModel(float(f), server_call_ns(calls), 0.0))[0]
+        result = job.replay(HostModel(float(f), call_ns, 0.0))[0]
         out.append(median(step_host_times_ns(job.traces[0], result, steps)[STEADY_FROM:]) / 1e9)
     return np.array(out)
 
@@ -70,13 +70,6 @@ def emulated_host_s(job: Job, steps: int) -> float:
     times = [float(rec["t_ns"][b]) - float(rec["t_ns"][a] + rec["dur_ns"][a])
              for a, b in zip(syncs[:-1], syncs[1:], strict=True)]
     return median(times[STEADY_FROM:]) / 1e9
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def main() -> int:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from benchmarks.step_truth import with_steps
+
 STEPS = 3  # the examples: step 0 warms up, steps 1-2 are steady
 
 _SWEEPS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid")
@@ -36,12 +38,5 @@ JOBS.update({f"held-out-{n}": [*argv, "--steps", str(STEPS)] for n, argv in _HEL
 # ORACLE_STEPS steps with their own printed step times: the oracle's ground truth (step_accuracy.py).
 _STEP_TIMES = Path(__file__).resolve().parent / "data" / "step_times" / "H100-SXM-80GB"
 ORACLE_STEPS = 8
-
-
-def _oracle_argv(argv: list[str]) -> list[str]:
-    i = argv.index("--steps")
-    return [*argv[:i], "--steps", str(ORACLE_STEPS), *argv[i + 2:]]
-
-
-JOBS.update({f"oracle-{p.stem}": _oracle_argv(json.loads(p.read_text())["argv"])
+JOBS.update({f"oracle-{p.stem}": with_steps(json.loads(p.read_text())["argv"], ORACLE_STEPS)
              for p in sorted(_STEP_TIMES.glob("*.json")) if p.name != "env.json"})

@@ -69,13 +69,13 @@ def steady(per_step: list[float]) -> list[float]:
     return per_step[max(STEADY_FROM, len(per_step) // 2):]
 
 
-def emulated_argv(argv: list[str]) -> list[str]:
-    """The measured command line, run for ``EMULATED_STEPS`` steps."""
+def with_steps(argv: list[str], steps: int) -> list[str]:
+    """An example's command line, run for ``steps`` steps."""
     out = list(argv)
     if "--steps" in out:
-        out[out.index("--steps") + 1] = str(EMULATED_STEPS)
+        out[out.index("--steps") + 1] = str(steps)
     else:
-        out += ["--steps", str(EMULATED_STEPS)]
+        out += ["--steps", str(steps)]
     return out
 
 
@@ -89,7 +89,7 @@ def emulate(argv: list[str], gpu: str, processes: int, out: Path) -> Path:
     (kept: a second call reuses it)."""
     if (out / "summary.json").is_file():
         return out
-    argv = emulated_argv(argv)
+    argv = with_steps(argv, EMULATED_STEPS)
     script = [sys.executable, *argv] if processes == 1 else [
         sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}", *argv]
     cmd = [sys.executable, "-m", "maya", "emulate", "--gpu", gpu, "--gpus-per-node", str(processes),
