@@ -5,18 +5,24 @@
 For every configuration measured on a GPU machine (benchmarks/step_truth.py's
 data: the host's time to issue each step, until ``step(i)`` returned, fresh
 processes), the same command is emulated here and replayed with the
-estimators of that GPU, the host cost of each CUDA call measured on that
-server (benchmarks/data/server_call_cost/<GPU>.json, from
-benchmarks/server_call_cost.cu), and every slowdown of
-:data:`maya.predictor.host.SLOWDOWNS`; the replayed host time per steady step
-(:func:`maya.predictor.host.step_host_times_ns`) includes the host's waits for
-the device inside the step, as the measurement does.  The machine's factor
-minimises the median |log(replayed / measured)| over its configurations
-(:func:`maya.predictor.host.fit_slowdown`); each configuration's residual is
-taken with the factor fitted on the other example models (leave one model
+estimators of that GPU and the host cost of each CUDA call measured on that
+kind of server (benchmarks/data/server_call_cost/<GPU>.json, the median over
+its machines, from benchmarks/server_call_cost.sh), at every slowdown of
+:data:`maya.predictor.host.SLOWDOWNS` on the emulated delays and every scale
+of :data:`maya.predictor.host.CALL_SCALES` on the call costs.  The replayed
+host time per steady step (:func:`maya.predictor.host.step_host_times_ns`)
+includes the host's waits for the device inside the step, as the
+measurement does.  The machine's factors minimise the median
+|log(replayed / measured)| over its configurations
+(:func:`maya.predictor.host.fit_host`); each configuration's residual is
+taken with the factors fitted on the other example models (leave one model
 out), which is the error to expect for a model the calibration never saw.
-``sensitivity`` says how much a configuration's host time follows the factor
-(1: all host work; 0: all waiting for the device).  Writes
+``sensitivity`` says how much a configuration's host time follows the
+slowdown (1: all emulated host work; 0: calls or waiting for the device).
+The factors refer to this machine's CPU as the median of the emulations'
+``maya.cpu_probe`` read it (each emulation's delays rescaled by that over
+its own probe), and the reference is saved with them so that ``maya
+predict`` elsewhere rescales the same way.  Writes
 predictor/host_calibration.json (what ``maya predict`` uses) and
 benchmarks/results/host_calibration.json.
 """
@@ -40,11 +46,19 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.gpu_fidelity_campaign import cpu_model  # noqa: E402
 from benchmarks.step_truth import DATA, EMULATED_STEPS, STEADY_FROM, emulate, measured  # noqa: E402
 from maya.predict import Job, prepare  # noqa: E402
-from maya.predictor.host import CALIBRATION, SLOWDOWNS, HostModel, fit_slowdown, server_call_ns, step_host_times_ns  # noqa: E402
+from maya.predictor.host import (  # noqa: E402
+    CALIBRATION,
+    CALL_SCALES,
+    SLOWDOWNS,
+    HostModel,
+    fit_host,
+    server_call_ns,
+    step_host_times_ns,
+)
 from maya.predictor.trace import Kind  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "host_calibration.json"
-CALL_COSTS = ROOT / "benchmarks" / "data" / "server_call_cost"  # <GPU>.json, benchmarks/server_call_cost.cu
+CALL_COSTS = ROOT / "benchmarks" / "data" / "server_call_cost"  # <GPU>.json, benchmarks/server_call_cost.sh
 
 
 def call_costs(gpu: str) -> dict[str, float]:
@@ -53,13 +67,18 @@ def call_costs(gpu: str) -> dict[str, float]:
     return json.loads(path.read_text())["ns_per_call"] if path.is_file() else {}
 
 
-def replayed_host_s(job: Job, steps: int, calls: dict[str, float]) -> np.ndarray:
-    """Median replayed host time per steady step, seconds, at each of SLOWDOWNS."""
-    out, call_ns = [], server_call_ns(calls)
-    for f in SLOWDOWNS:
-        result = job.replay(HostModel(float(f), call_ns, 0.0))[0]
-        out.append(median(step_host_times_ns(job.traces[0], result, steps)[STEADY_FROM:]) / 1e9)
-    return np.array(out)
+def replayed_host_s(job: Job, steps: int, calls: dict[str, float], reference_probe_ns: float | None) -> np.ndarray:
+    """Median replayed host time per steady step, seconds, at each slowdown (SLOWDOWNS, rows) and
+    call scale (CALL_SCALES, columns), for delays emulated on a CPU whose probe reads
+    ``reference_probe_ns``."""
+    out = np.zeros((len(SLOWDOWNS), len(CALL_SCALES)))
+    call_ns = server_call_ns(calls)
+    for i, f in enumerate(SLOWDOWNS):
+        for j, m in enumerate(CALL_SCALES):
+            host = HostModel(float(f), {k: v * m for k, v in call_ns.items()}, 0.0, reference_probe_ns=reference_probe_ns)
+            result = job.replay(host)[0]
+            out[i, j] = median(step_host_times_ns(job.traces[0], result, steps)[STEADY_FROM:]) / 1e9
+    return out
 
 
 def emulated_host_s(job: Job, steps: int) -> float:
@@ -77,45 +96,52 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=None, help="emulations kept here (reused when present)")
     a = ap.parse_args()
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-host-calibration-"))
+    gpus = sorted(p.name for p in DATA.iterdir() if p.is_dir())
+    jobs = {gpu: [(m, prepare(emulate(m.argv, gpu, 1, work / gpu / m.name), gpu)) for m in measured(gpu)
+                  if m.processes == 1 and m.host_s] for gpu in gpus}
+    # The factors refer to this machine's CPU as the median of its probes read it; each emulation's
+    # delays are rescaled by that over its own probe (the machine's speed drifts between runs).
+    probes = [job.host_probe_ns for pairs in jobs.values() for _, job in pairs if job.host_probe_ns]
+    reference = median(probes) if probes else None
     machines, report = {}, {}
-    for gpu in sorted(p.name for p in DATA.iterdir() if p.is_dir()):
+    for gpu in gpus:
         rows, curves, calls = [], [], call_costs(gpu)
-        for m in measured(gpu):
-            if m.processes != 1 or not m.host_s:
-                continue
-            job = prepare(emulate(m.argv, gpu, 1, work / gpu / m.name), gpu)
-            curves.append(replayed_host_s(job, EMULATED_STEPS, calls))
+        for m, job in jobs[gpu]:
+            curves.append(replayed_host_s(job, EMULATED_STEPS, calls, reference))
             rows.append({"name": m.name, "family": m.family, "measured_host_s": median(m.host_s),
-                         "host_runs": len(m.host_s), "emulated_host_s": emulated_host_s(job, EMULATED_STEPS)})
-        host = np.vstack(curves)
+                         "host_runs": len(m.host_s), "emulated_host_s": emulated_host_s(job, EMULATED_STEPS),
+                         "host_probe_ns": job.host_probe_ns})
+        host = np.stack(curves)
         meas = [r["measured_host_s"] for r in rows]
-        slowdown = fit_slowdown(host, meas)
+        slowdown, call_scale = fit_host(host, meas)
         for c, r in enumerate(rows):
             others = [o for o, q in enumerate(rows) if q["family"] != r["family"]]
-            f = fit_slowdown(host[others], [meas[o] for o in others])
-            j = int(np.searchsorted(SLOWDOWNS, f))
-            lo, hi = max(j - 1, 0), min(j + 1, len(SLOWDOWNS) - 1)
-            r["slowdown_without_model"] = f
-            r["replayed_host_s"] = float(host[c, j])
-            r["error"] = float(host[c, j]) / r["measured_host_s"] - 1
-            r["sensitivity"] = float(np.log(host[c, hi] / host[c, lo]) / np.log(SLOWDOWNS[hi] / SLOWDOWNS[lo]))
+            f, m = fit_host(host[others], [meas[o] for o in others])
+            i, j = int(np.searchsorted(SLOWDOWNS, f)), int(np.searchsorted(CALL_SCALES, m))
+            lo, hi = max(i - 1, 0), min(i + 1, len(SLOWDOWNS) - 1)
+            r.update(slowdown_without_model=f, call_scale_without_model=m, replayed_host_s=float(host[c, i, j]),
+                     error=float(host[c, i, j]) / r["measured_host_s"] - 1,
+                     sensitivity=float(np.log(host[c, hi, j] / host[c, lo, j]) / np.log(SLOWDOWNS[hi] / SLOWDOWNS[lo])))
             print(f"{gpu:15} {r['name']:18} server host {r['measured_host_s'] * 1e3:6.2f} ms  emulated "
-                  f"{r['emulated_host_s'] * 1e3:5.2f} ms  replayed x{f:.2f} {r['replayed_host_s'] * 1e3:6.2f} ms "
-                  f"(sensitivity {r['sensitivity']:.2f})  leave-one-model-out error {100 * r['error']:+6.1f}%",
-                  flush=True)
+                  f"{r['emulated_host_s'] * 1e3:5.2f} ms  replayed x{f:.2f}, calls x{m:.1f} "
+                  f"{r['replayed_host_s'] * 1e3:6.2f} ms (sensitivity {r['sensitivity']:.2f})  "
+                  f"leave-one-model-out error {100 * r['error']:+6.1f}%", flush=True)
         errors = [abs(r["error"]) for r in rows]
-        summary = {"slowdown": slowdown, "configs": len(rows), "median_abs_error": median(errors),
-                   "max_abs_error": max(errors)}
-        print(f"{gpu}: slowdown {slowdown:.2f} over {len(rows)} configurations; host time error, leave one model "
-              f"out: median {100 * summary['median_abs_error']:.1f}%, max {100 * summary['max_abs_error']:.1f}%")
-        machines[gpu] = {"slowdown": round(slowdown, 3), "configs": len(rows), "call_ns": calls}
+        summary = {"slowdown": slowdown, "call_scale": call_scale, "configs": len(rows),
+                   "median_abs_error": median(errors), "max_abs_error": max(errors)}
+        print(f"{gpu}: slowdown {slowdown:.2f}, call scale {call_scale:.1f} over {len(rows)} configurations; host "
+              f"time error, leave one model out: median {100 * summary['median_abs_error']:.1f}%, "
+              f"max {100 * summary['max_abs_error']:.1f}%")
+        machines[gpu] = {"slowdown": round(slowdown, 3), "call_scale": round(call_scale, 3), "configs": len(rows),
+                         "call_ns": calls}
         report[gpu] = {"summary": summary, "call_ns": calls, "configs": rows}
-    emulating = {"cpu": cpu_model(), "cpus": len(os.sched_getaffinity(0))}
+    emulating = {"cpu": cpu_model(), "cpus": len(os.sched_getaffinity(0)), "host_probe_ns": reference}
     CALIBRATION.write_text(json.dumps({
-        "about": "Host model per catalog machine: the host ns of each kind of CUDA call measured on the GPU "
-                 "server (call_ns, benchmarks/server_call_cost.cu), and the factor on the host delays emulated "
-                 "on the CPU below that then makes the replay's host time per step closest to the server's "
-                 "(slowdown, benchmarks/host_calibration.py).",
+        "about": "Host model per catalog machine: the host ns of each kind of CUDA call measured on GPU servers "
+                 "(call_ns, benchmarks/server_call_cost.sh, the median over machines), and the factors on those "
+                 "costs (call_scale) and on the host delays emulated on the CPU below (slowdown; that CPU's "
+                 "maya.cpu_probe read host_probe_ns, and delays emulated elsewhere are rescaled by it) that make "
+                 "the replay's host time per step closest to the server's (benchmarks/host_calibration.py).",
         "emulating_cpu": emulating, "date": time.strftime("%Y-%m-%d"), "machines": machines}, indent=1) + "\n")
     RESULTS.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": "python benchmarks/host_calibration.py",
                                    "emulating_cpu": emulating, "machines": report}, indent=1) + "\n")

@@ -3,8 +3,9 @@
     python benchmarks/step_accuracy.py [--only NAME,...] [--work DIR]
 
 Ground truth (benchmarks/step_truth.py): the examples at their default,
-held-out and three more sizes on an H100, the median over six fresh
-processes of each run's median steady step, with the run-to-run spread; and
+held-out and three more sizes on H100s, the median over fresh processes
+on four machines (10 to 12 runs) of each run's median steady step, with the
+run-to-run spread; and
 the 2-rank DDP example on 2 x H200 (benchmarks/data/gpu_fidelity, two
 unprofiled runs).  Each configuration is emulated here with the same
 arguments (for 8 steps) and predicted with ``maya predict``'s code: the estimators of the
@@ -58,12 +59,15 @@ def ddp_case() -> Measured:
 
 
 def host_for(case: Measured, calibration: dict[str, Any]) -> HostModel:
-    """The case's machine's host, with the slowdown fitted without the case's example model."""
+    """The case's machine's host, with the factors fitted without the case's example model."""
     rows = {r["name"]: r for r in calibration.get(case.gpu, {}).get("configs", [])}
     host = host_model(case.gpu)
-    if case.name in rows:
-        return replace(host, slowdown=rows[case.name]["slowdown_without_model"], source="leave one model out")
-    return host
+    if case.name not in rows or host.call_ns is None:
+        return host
+    r, m = rows[case.name], calibration[case.gpu]
+    scale = r["call_scale_without_model"] / m["summary"]["call_scale"]
+    return replace(host, slowdown=r["slowdown_without_model"], call_ns={k: v * scale for k, v in host.call_ns.items()},
+                   source="leave one model out")
 
 
 def recorded_step_s(job: Path, steps: int) -> float:

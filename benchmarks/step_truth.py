@@ -3,7 +3,8 @@
 The measurements are ``benchmarks/gpu_fidelity_campaign.py`` runs (``--no-profile
 --steps 16``: the examples at their default, held-out and three more sizes,
 fresh processes, every configuration in turn so that a drift of the server's
-speed spreads over all of them), committed as
+speed spreads over all of them) on several machines of the GPU's kind
+(``benchmarks/merge_lease.py``), committed as
 ``benchmarks/data/step_times/<GPU>/<name>.json``.  Each run's result line
 holds the wall time of every step and the host's time to issue it (until
 ``step(i)`` returned).  The early steps warm up: cuDNN autotuning, optimizer
@@ -81,7 +82,7 @@ def with_steps(argv: list[str], steps: int) -> list[str]:
 
 def measured(gpu: str) -> list[Measured]:
     """Every configuration measured on ``gpu`` (a catalog name, the data folder's)."""
-    return [load(p, gpu) for p in sorted((DATA / gpu).glob("*.json")) if p.name != "env.json"]
+    return [load(p, gpu) for p in sorted((DATA / gpu).glob("*.json")) if not p.name.startswith("env")]
 
 
 def emulate(argv: list[str], gpu: str, processes: int, out: Path) -> Path:

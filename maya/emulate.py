@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from maya import catalog
+from maya import catalog, cpu_probe
 from maya.summary import render, summarize
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -138,6 +138,8 @@ def emulate(opts: EmulateOptions) -> int:
             stale.unlink()
     run_id = secrets.token_hex(6)
     env = build_env(opts, gpu, library, run_id)
+    # Before the job, not beside it: the probe would slow the job's own host delays.
+    probe_ns = cpu_probe.measure(cpu=cpu_probe.rank0_cpu(env["MAYA_PIN_CPU"] == "1"))
     try:
         code = _run(opts.command, env)
     finally:
@@ -156,6 +158,7 @@ def emulate(opts: EmulateOptions) -> int:
         command=list(opts.command),
     )
     summary["run_id"] = run_id
+    summary["host_probe_ns"] = probe_ns  # maya.cpu_probe: the emulating CPU's speed
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     for line in render(summary):
         print(line, file=sys.stderr)

@@ -82,8 +82,11 @@ class Job:
     weights: dict[str, float]  # device ns by estimate confidence
     gpus_per_node: int
     gap_scale: list[npt.NDArray[np.float64]]  # per rank (maya.predictor.host.quiet_gap_scale)
+    host_probe_ns: float | None = None  # the emulating CPU's speed (maya.cpu_probe, summary.json)
 
     def replay(self, host: HostModel) -> list[RankResult]:
+        """Replay on ``host``, its slowdown rescaled to the CPU this job was emulated on."""
+        host = host.on_cpu(self.host_probe_ns)
         model = AnalyticalNccl(Fabric.of(self.gpu, self.gpus_per_node))
         per_node = self.gpus_per_node
 
@@ -124,7 +127,9 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
             weights[e.confidence] = weights.get(e.confidence, 0.0) + e.ns
     # Recorded host delays were measured on the server as they are; emulated ones are steadied.
     scale = [np.ones(len(t.records)) if oracle else quiet_gap_scale(t) for t in traces]
-    return Job(g, folder, traces, durations, labels, weights, per_node, scale)
+    summary = folder / "summary.json"
+    probe = json.loads(summary.read_text()).get("host_probe_ns") if summary.is_file() else None
+    return Job(g, folder, traces, durations, labels, weights, per_node, scale, probe)
 
 
 def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,

@@ -5,30 +5,35 @@ emulation: Python, PyTorch's dispatcher and the caching allocator running on
 the emulating CPU, with the CUDA libraries replaced by the interposer's quick
 stand-ins.  On the GPU server the same work runs on another CPU, and every
 call also pays the real driver's and libraries' host cost.  So the server's
-host is two numbers per catalog machine: ``call_ns``, the host time of each
-kind of CUDA call, measured on the server itself
-(``benchmarks/server_call_cost.cu``: a kernel launch took 4.5 us on the
-H100 machine, a cuBLAS GEMM 12 us), and ``slowdown``, the factor on the
-emulated host delays, fitted on the example models
-(``benchmarks/host_calibration.py``).  Without the call costs one factor had
-to stand for both, and models that launch many kernels per line of Python
-(the recommender's embedding backward) came out up to 42% short.  The factor is
-fitted through the replay itself: the examples' measured host time per step
-includes the host's waits for the device inside the step (``.item()``, a
-copy to the host), which the replay reproduces, so a raw ratio of host times
-would mistake those waits for a slow host.  Its residual error is in
+host is three numbers per catalog machine: ``call_ns``, the host time of each
+kind of CUDA call, measured on servers of that kind
+(``benchmarks/server_call_cost.sh``; the median over four H100 machines: a
+kernel launch 3.9 us, a cuBLAS GEMM 9.0 us, a cuDNN convolution 8.2 us; from
+one machine to the next they differed up to 1.4x and 1.75x), and two factors
+fitted on the example models (``benchmarks/host_calibration.py``):
+``slowdown`` on the emulated host delays and ``call_scale`` on the call
+costs (a call inside a training step costs more than in a tight loop).
+Without the call costs one factor had to stand for both, and models that
+launch many kernels per line of Python (the recommender's embedding
+backward) came out up to 42% short.  The factors are fitted through the
+replay itself: the examples' measured host time per step includes the
+host's waits for the device inside the step (``.item()``, a copy to the
+host), which the replay reproduces, so a raw ratio of host times would
+mistake those waits for a slow host.  The residual errors are in
 ``benchmarks/results/host_calibration.json``.
 
-The factor refers to the machine class it was calibrated on (the CI-class
-emulating CPU named in ``host_calibration.json``); a GPU with no calibration
-keeps the nominal per-call costs of :data:`maya.predictor.simulator.CALL_NS`.
+The slowdown refers to the CPU it was calibrated on, as :mod:`maya.cpu_probe`
+read it (``reference_probe_ns``); delays emulated on another CPU, or on the
+same one under load, are rescaled by the two probes (:meth:`HostModel.on_cpu`).
+A GPU with no calibration keeps the nominal per-call costs of
+:data:`maya.predictor.simulator.CALL_NS`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +44,8 @@ from maya.predictor.simulator import CALL_NS, DEFAULT_CALL_NS, RankResult, repla
 from maya.predictor.trace import Kind, Trace
 
 CALIBRATION = Path(__file__).with_name("host_calibration.json")
-SLOWDOWNS = np.round(np.arange(1.0, 12.0 + 1e-9, 0.05), 2)  # the factors a calibration tries
+SLOWDOWNS = np.round(np.arange(1.0, 6.0 + 1e-9, 0.05), 2)  # the delay factors a calibration tries
+CALL_SCALES = np.round(np.arange(0.5, 3.0 + 1e-9, 0.1), 2)  # and the factors on the measured call costs
 
 
 @dataclass(frozen=True)
@@ -52,28 +58,41 @@ class HostModel:
     call_ns: Mapping[int, float] | None = field(default_factory=lambda: dict(CALL_NS))
     default_call_ns: float = DEFAULT_CALL_NS
     source: str = "nominal call costs, no calibration for this GPU"
+    reference_probe_ns: float | None = None  # maya.cpu_probe on the machine that calibrated slowdown
+
+    def on_cpu(self, probe_ns: float | None) -> HostModel:
+        """This host for delays emulated on a CPU whose probe read ``probe_ns``: the slowdown
+        scaled by the calibrating CPU's probe over this one (unchanged where either is unknown)."""
+        if not probe_ns or not self.reference_probe_ns:
+            return self
+        return replace(self, slowdown=self.slowdown * self.reference_probe_ns / probe_ns)
 
 
-# The call kinds measured on the server, and the record kinds each one prices.  A cuDNN call is
-# priced as a cuBLAS one: a library call that plans and launches (cuDNN was not measured alone).
-CALL_KINDS = {"kernel": (Kind.KERNEL,), "memset": (Kind.MEMSET,), "memcpy": (Kind.MEMCPY,),
-              "blas": (Kind.BLAS, Kind.DNN)}
+# The call kinds measured on the server, and the record kind each one prices.  "dnn" is a cuDNN
+# convolution as PyTorch makes it (set the stream, build a variant pack, execute, destroy the pack:
+# benchmarks/server_dnn_cost.c); where it was not measured, a cuDNN call is priced as a cuBLAS one,
+# within 20% of what it cost on three H100 machines.
+CALL_KINDS = {"kernel": Kind.KERNEL, "memset": Kind.MEMSET, "memcpy": Kind.MEMCPY, "blas": Kind.BLAS, "dnn": Kind.DNN}
 
 
 def server_call_ns(measured: Mapping[str, float]) -> dict[int, float]:
     """Host ns per call by record kind, from the costs measured on a server (by CALL_KINDS name);
     the other calls (events, allocations) cost nothing beyond their emulated delays."""
-    return {int(k): float(measured[name]) for name, kinds in CALL_KINDS.items() if name in measured for k in kinds}
+    if "dnn" not in measured and "blas" in measured:
+        measured = {**measured, "dnn": measured["blas"]}
+    return {int(kind): float(measured[name]) for name, kind in CALL_KINDS.items() if name in measured}
 
 
 def host_model(gpu: str, path: Path = CALIBRATION) -> HostModel:
     """The calibrated host of catalog machine ``gpu``, else the nominal one."""
-    machines = json.loads(path.read_text()).get("machines", {}) if path.is_file() else {}
-    m = machines.get(gpu)
+    calibration = json.loads(path.read_text()) if path.is_file() else {}
+    m = calibration.get("machines", {}).get(gpu)
     if not m:
         return HostModel()
-    return HostModel(float(m["slowdown"]), server_call_ns(m.get("call_ns", {})), 0.0,
-                     f"calibrated on {m['configs']} measured configurations")
+    scale = float(m.get("call_scale", 1.0))
+    return HostModel(float(m["slowdown"]), {k: v * scale for k, v in server_call_ns(m.get("call_ns", {})).items()},
+                     0.0, f"calibrated on {m['configs']} measured configurations",
+                     calibration.get("emulating_cpu", {}).get("host_probe_ns"))
 
 
 RECORDED = HostModel(1.0, None, 0.0, "the host as recorded on the GPU server")
@@ -119,14 +138,19 @@ def quiet_gap_scale(trace: Trace) -> npt.NDArray[np.float64]:
     return scale
 
 
-def fit_slowdown(host_s: npt.NDArray[np.float64], measured_s: Sequence[float]) -> float:
-    """The slowdown whose replayed host times come closest to the measured ones.
+def fit_host(host_s: npt.NDArray[np.float64], measured_s: Sequence[float]) -> tuple[float, float]:
+    """The slowdown and call scale whose replayed host times come closest to the measured ones.
 
-    ``host_s[c, j]``: configuration c's replayed host time per step with slowdown ``SLOWDOWNS[j]``.
-    The median over configurations of |log(replayed / measured)| is minimised: one configuration's
-    noise cannot move it far, and a configuration whose host mostly waits for the device (its
-    replayed time barely changes with the slowdown) does not pull it."""
-    if len(measured_s) == 0 or host_s.shape != (len(measured_s), len(SLOWDOWNS)):
-        raise ValueError("need one row of replayed host times (one per slowdown) per measured configuration")
-    err = np.median(np.abs(np.log(host_s / np.asarray(measured_s, np.float64)[:, None])), axis=0)
-    return float(SLOWDOWNS[int(np.argmin(err))])
+    ``host_s[c, i, j]``: configuration c's replayed host time per step with slowdown
+    ``SLOWDOWNS[i]`` and the measured call costs times ``CALL_SCALES[j]``.  Two factors, because
+    the calls cost more inside a training step than in the benchmark's tight loop (cold caches,
+    the runtime's bookkeeping around each launch), and the examples mix calls and Python in
+    different proportions: one factor for both left the recommender (many launches per line of
+    Python) short by up to 24% and the CNN over.  The median over configurations of
+    |log(replayed / measured)| is minimised: one configuration's noise cannot move it far, and a
+    configuration whose host mostly waits for the device does not pull it."""
+    if len(measured_s) == 0 or host_s.shape != (len(measured_s), len(SLOWDOWNS), len(CALL_SCALES)):
+        raise ValueError("need a grid of replayed host times (slowdown x call scale) per measured configuration")
+    err = np.median(np.abs(np.log(host_s / np.asarray(measured_s, np.float64)[:, None, None])), axis=0)
+    i, j = np.unravel_index(int(np.argmin(err)), err.shape)
+    return float(SLOWDOWNS[i]), float(CALL_SCALES[j])

@@ -1,5 +1,6 @@
-"""The host model (maya.predictor.host): replayed host time per step, the fitted slowdown, and the
-calibrated model that ``maya predict`` applies."""
+"""The host model (maya.predictor.host): replayed host time per step, the fitted slowdown, the
+calibrated model that ``maya predict`` applies, and its rescaling to the emulating CPU's speed
+(maya.cpu_probe)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from maya import cpu_probe
 from maya.predictor.host import (
     CALIBRATION,
+    CALL_SCALES,
     SLOWDOWNS,
     HostModel,
-    fit_slowdown,
+    fit_host,
     host_model,
     server_call_ns,
     step_host_times_ns,
@@ -64,13 +67,15 @@ def test_replayed_host_time_per_step(tmp_path: Path) -> None:
     assert step_host_times_ns(trace, held, 5) == pytest.approx([1_065_000.0 + 3000 * s for s in range(5)])
 
 
-def test_fit_slowdown_follows_most_configurations() -> None:
-    s = SLOWDOWNS[None, :]
-    host = np.vstack([2.0 * s, 3.0 * s, 0.0 * s + 9.0, 1.0 * s])  # the third waits for its device
-    measured = [2.0 * 4.0, 3.0 * 4.0, 10.0, 1.0 * 7.0]  # the last is noise
-    assert fit_slowdown(host, measured) == pytest.approx(4.0)
+def test_fit_host_separates_delays_from_calls() -> None:
+    s, m = SLOWDOWNS[:, None], CALL_SCALES[None, :]
+    # Host time = slowdown x delays + call scale x call costs, in four proportions; the third
+    # configuration waits for its device, the last is noise.
+    host = np.stack([2.0 * s + 1.0 * m, 1.0 * s + 3.0 * m, 0.0 * s + 0.0 * m + 9.0, 1.0 * s + 1.0 * m])
+    measured = [2.0 * 3.0 + 1.0 * 1.5, 1.0 * 3.0 + 3.0 * 1.5, 10.0, 20.0]
+    assert fit_host(host, measured) == pytest.approx((3.0, 1.5))
     with pytest.raises(ValueError):
-        fit_slowdown(host, measured[:2])
+        fit_host(host, measured[:2])
 
 
 def test_calibrated_and_nominal_host(tmp_path: Path) -> None:
@@ -78,7 +83,8 @@ def test_calibrated_and_nominal_host(tmp_path: Path) -> None:
     for gpu, m in calib["machines"].items():  # the committed calibration is what predict uses
         h = host_model(gpu)
         assert h.slowdown == m["slowdown"] > 1.0 and h.default_call_ns == 0.0
-        assert h.call_ns is not None and h.call_ns[int(Kind.KERNEL)] == m["call_ns"]["kernel"] > 1000.0
+        assert m["call_ns"]["kernel"] > 1000.0 and m["call_scale"] > 0
+        assert h.call_ns is not None and h.call_ns[int(Kind.KERNEL)] == pytest.approx(m["call_ns"]["kernel"] * m["call_scale"])
     nominal = host_model("no-such-gpu")
     assert nominal == HostModel() and nominal.slowdown == 1.0 and nominal.call_ns == dict(CALL_NS)
     path = tmp_path / "c.json"
@@ -90,8 +96,30 @@ def test_server_call_costs_price_the_replayed_host(tmp_path: Path) -> None:
     measured = {"kernel": 4000.0, "memset": 1000.0, "blas": 9000.0}
     assert server_call_ns(measured) == {int(Kind.KERNEL): 4000.0, int(Kind.MEMSET): 1000.0,
                                         int(Kind.BLAS): 9000.0, int(Kind.DNN): 9000.0}
+    # A cuDNN call measured on its own keeps its own price.
+    assert server_call_ns({**measured, "dnn": 7000.0})[int(Kind.DNN)] == 7000.0
     trace = read_trace(loop_trace(tmp_path / "r.mayatrace"))
     calls = server_call_ns(measured)
     (r,) = simulate([trace], [{}], lambda *_: 0.0, host_slowdown=2.0, call_ns=calls, default_call_ns=0.0)
     # Step s: its gaps doubled, 2 x (60 + 3 s + 5) us, plus three launches of 4 us on the server.
     assert step_host_times_ns(trace, r, 3) == pytest.approx([154_000.0, 160_000.0, 166_000.0])
+
+
+def test_slowdown_follows_the_emulating_cpu(tmp_path: Path) -> None:
+    host = HostModel(3.0, {}, 0.0, reference_probe_ns=1000.0)
+    # Delays emulated on a CPU twice as slow as the calibrating one are worth half as much.
+    assert host.on_cpu(2000.0).slowdown == pytest.approx(1.5)
+    assert host.on_cpu(None) is host and HostModel(3.0).on_cpu(2000.0).slowdown == 3.0
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"emulating_cpu": {"host_probe_ns": 800.0},
+                                "machines": {"X": {"slowdown": 2.0, "configs": 3}}}))
+    assert host_model("X", path).reference_probe_ns == 800.0
+    assert host_model("X", path).on_cpu(400.0).slowdown == pytest.approx(4.0)
+    # The committed calibration names its CPU's probe, so that predictions elsewhere rescale.
+    assert json.loads(CALIBRATION.read_text())["emulating_cpu"]["host_probe_ns"] > 0
+
+
+def test_cpu_probe_reads_this_cpu() -> None:
+    ns = cpu_probe.measure(cpu=cpu_probe.rank0_cpu())
+    assert ns is not None and 10 < ns < 1e6
+    assert cpu_probe.measure(python="/nonexistent/python3") is None

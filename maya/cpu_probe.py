@@ -1,0 +1,63 @@
+"""How fast the emulating CPU runs PyTorch's dispatcher: the yardstick of emulated host delays.
+
+The replay turns the host delays emulated here into the GPU server's with a
+factor calibrated on one emulating machine (:mod:`maya.predictor.host`).
+Emulating machines differ: the same steps emulated in two sessions, each on
+a 2-CPU VM of the same class, took 1.3 to 1.8 times longer in the second,
+and one machine slows under load.  So
+``maya emulate`` times this probe just before the job, on the CPU that rank 0
+is pinned to, and the replay scales the delays by the calibration machine's
+probe over this one.  The probe is a tight loop of a tiny CPU operator
+(Python, the dispatcher, TensorIterator), the kind of work the delays hold;
+its figure is the median of batches long enough (about 20 ms) to span the
+scheduler's time slices, so a CPU shared with another process counts, a
+short burst of interference does not.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+BATCHES = 15
+OPS_PER_BATCH = 20_000
+
+_CODE = f"""
+import os, sys, time
+import torch
+if sys.argv[1] != "-":
+    os.sched_setaffinity(0, {{int(sys.argv[1])}})
+torch.set_num_threads(1)
+a, b, c = torch.ones(4), torch.ones(4), torch.empty(4)
+def batch(n):
+    t = time.perf_counter_ns()
+    for _ in range(n):
+        torch.add(a, b, out=c)
+    return (time.perf_counter_ns() - t) / n
+batch(2000)
+times = sorted(batch({OPS_PER_BATCH}) for _ in range({BATCHES}))
+print(times[len(times) // 2])
+"""
+
+
+def measure(python: str = sys.executable, cpu: int | None = None, timeout_s: float = 120.0) -> float | None:
+    """ns per operator of the probe on ``cpu`` (None: where the OS puts it), run by ``python``;
+    None when that interpreter cannot run it (no torch there)."""
+    try:
+        p = subprocess.run([python, "-c", _CODE, "-" if cpu is None else str(cpu)],
+                           capture_output=True, text=True, timeout=timeout_s)
+        return float(p.stdout.strip()) if p.returncode == 0 else None
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
+def rank0_cpu(pinned: bool = True) -> int | None:
+    """The CPU that ``maya emulate`` pins rank 0 to (the first this process may use), or None."""
+    if not pinned or not hasattr(os, "sched_getaffinity"):
+        return None
+    return min(os.sched_getaffinity(0))
+
+
+if __name__ == "__main__":
+    print(measure(cpu=rank0_cpu()))
