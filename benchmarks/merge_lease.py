@@ -60,9 +60,10 @@ def merge_calls(gpu: str, lease: str, lines: Path, uuid: str | None) -> dict[str
 
 
 def merge_campaign(gpu: str, lease: str, campaign: Path) -> int:
-    """Appends a lease's step-time runs to each configuration it measured; returns how many runs."""
+    """Appends a lease's step-time runs to each configuration it measured (all or none); returns
+    how many runs."""
     folder = STEP_TIMES / gpu
-    added = 0
+    merged = {}
     for src in sorted(campaign.glob("*.json")):
         if src.name == "env.json":
             continue
@@ -76,12 +77,13 @@ def merge_campaign(gpu: str, lease: str, campaign: Path) -> int:
             raise SystemExit(f"{dst} already holds lease {lease}")
         runs = [{**r, "campaign": lease} for r in new["runs"] if r.get("results")]
         old["runs"] += runs
-        added += len(runs)
-        write(dst, old)
+        merged[dst] = (old, len(runs))
+    for dst, (d, _) in merged.items():
+        write(dst, d)
     write(folder / f"env-{lease}.json", json.loads((campaign / "env.json").read_text()))
     with (folder / "campaign.log").open("a") as log:
         log.write(f"# lease {lease}, GPU {machine(campaign)}\n{(campaign / 'campaign.log').read_text()}")
-    return added
+    return sum(n for _, n in merged.values())
 
 
 def main() -> int:
