@@ -77,7 +77,7 @@ def replayed_host_s(job: Job, steps: int, calls: dict[str, float], reference_pro
     call_ns = server_call_ns(calls)
     for i, f in enumerate(SLOWDOWNS):
         for j, m in enumerate(CALL_SCALES):
-            host = HostModel(float(f), {k: v * m for k, v in call_ns.items()}, 0.0, reference_probe_ns=reference_probe_ns)
+            host = HostModel(float(f), call_ns, 0.0, reference_probe_ns=reference_probe_ns, call_scale=float(m))
             result = job.replay(host)[0]
             out[i, j] = median(step_host_times_ns(job.traces[0], result, steps)[STEADY_FROM:]) / 1e9
     return out

@@ -11,35 +11,11 @@
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
 
-#define BATCH 200
-#define REPS 60
-
-#define CHECK(x)                                                                   \
-    do {                                                                           \
-        int rc_ = (int)(x);                                                        \
-        if (rc_ != 0) {                                                            \
-            fprintf(stderr, "%s failed: %d (line %d)\n", #x, rc_, __LINE__);       \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
+#include "call_cost.h"
 
 __global__ void null_kernel(float *a, const float *b, int n) {
     if (n < 0) a[threadIdx.x] = b[threadIdx.x];
-}
-
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 enum { LAUNCH, MEMSET, MEMCPY, GEMM, KINDS };
@@ -81,8 +57,7 @@ int main(void) {
             CHECK(cudaStreamSynchronize(s));
             if (rep >= 0) sample[rep] = (t1 - t0) / BATCH;
         }
-        qsort(sample, REPS, sizeof sample[0], cmp);
-        printf("%s\"%s\": %.1f", k ? ", " : "", NAMES[k], sample[REPS / 2]);
+        printf("%s\"%s\": %.1f", k ? ", " : "", NAMES[k], median_of(sample, REPS));
     }
     printf("}\n");
     return 0;

@@ -16,37 +16,12 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
 
-#define BATCH 200
-#define REPS 60
+#include "call_cost.h"
+
 #define MAX_CONFIGS 64
 
-#define CHECK(x)                                                                   \
-    do {                                                                           \
-        int rc_ = (int)(x);                                                        \
-        if (rc_ != 0) {                                                            \
-            fprintf(stderr, "%s failed: %d (line %d)\n", #x, rc_, __LINE__);       \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
-
 typedef cudnnBackendDescriptor_t desc_t;
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static desc_t make(cudnnBackendDescriptorType_t type)
 {
@@ -185,8 +160,7 @@ int main(void)
             CHECK(cudaStreamSynchronize(s));
             if (rep >= 0) sample[rep] = (t1 - t0) / BATCH;
         }
-        qsort(sample, REPS, sizeof sample[0], cmp);
-        printf("%s\"%s\": %.1f", k ? ", " : "", NAMES[k], sample[REPS / 2]);
+        printf("%s\"%s\": %.1f", k ? ", " : "", NAMES[k], median_of(sample, REPS));
     }
     printf(", \"workspace_bytes\": %lld}\n", (long long)ws_bytes);
     return 0;

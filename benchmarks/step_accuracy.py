@@ -62,11 +62,10 @@ def host_for(case: Measured, calibration: dict[str, Any]) -> HostModel:
     """The case's machine's host, with the factors fitted without the case's example model."""
     rows = {r["name"]: r for r in calibration.get(case.gpu, {}).get("configs", [])}
     host = host_model(case.gpu)
-    if case.name not in rows or host.call_ns is None:
+    if case.name not in rows:
         return host
-    r, m = rows[case.name], calibration[case.gpu]
-    scale = r["call_scale_without_model"] / m["summary"]["call_scale"]
-    return replace(host, slowdown=r["slowdown_without_model"], call_ns={k: v * scale for k, v in host.call_ns.items()},
+    r = rows[case.name]
+    return replace(host, slowdown=r["slowdown_without_model"], call_scale=r["call_scale_without_model"],
                    source="leave one model out")
 
 

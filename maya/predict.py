@@ -96,7 +96,7 @@ class Job:
 
         try:
             return simulate(self.traces, self.durations, collective_ns, host_slowdown=host.slowdown,
-                            call_ns=host.call_ns, default_call_ns=host.default_call_ns, gap_scale=self.gap_scale)
+                            call_ns=host.priced_calls(), default_call_ns=host.default_call_ns, gap_scale=self.gap_scale)
         except SimulationError as e:
             raise PredictError(str(e)) from None
 

@@ -50,15 +50,20 @@ CALL_SCALES = np.round(np.arange(0.5, 3.0 + 1e-9, 0.1), 2)  # and the factors on
 
 @dataclass(frozen=True)
 class HostModel:
-    """How the replay times a rank's host: delays x ``slowdown`` plus ``call_ns`` per call by kind
-    (``default_call_ns`` for the other kinds; None: each call's recorded duration, for a trace
-    recorded on the GPU server)."""
+    """How the replay times a rank's host: delays x ``slowdown`` plus ``call_ns`` x ``call_scale``
+    per call by kind (``default_call_ns`` for the other kinds; None: each call's recorded duration,
+    for a trace recorded on the GPU server)."""
 
     slowdown: float = 1.0
     call_ns: Mapping[int, float] | None = field(default_factory=lambda: dict(CALL_NS))
     default_call_ns: float = DEFAULT_CALL_NS
     source: str = "nominal call costs, no calibration for this GPU"
     reference_probe_ns: float | None = None  # maya.cpu_probe on the machine that calibrated slowdown
+    call_scale: float = 1.0  # fitted: a call inside a training step costs more than in a tight loop
+
+    def priced_calls(self) -> dict[int, float] | None:
+        """Host ns per call by record kind, as the replay charges them (None: as recorded)."""
+        return None if self.call_ns is None else {k: v * self.call_scale for k, v in self.call_ns.items()}
 
     def on_cpu(self, probe_ns: float | None) -> HostModel:
         """This host for delays emulated on a CPU whose probe read ``probe_ns``: the slowdown
@@ -89,10 +94,9 @@ def host_model(gpu: str, path: Path = CALIBRATION) -> HostModel:
     m = calibration.get("machines", {}).get(gpu)
     if not m:
         return HostModel()
-    scale = float(m.get("call_scale", 1.0))
-    return HostModel(float(m["slowdown"]), {k: v * scale for k, v in server_call_ns(m.get("call_ns", {})).items()},
-                     0.0, f"calibrated on {m['configs']} measured configurations",
-                     calibration.get("emulating_cpu", {}).get("host_probe_ns"))
+    return HostModel(float(m["slowdown"]), server_call_ns(m.get("call_ns", {})), 0.0,
+                     f"calibrated on {m['configs']} measured configurations",
+                     calibration.get("emulating_cpu", {}).get("host_probe_ns"), float(m.get("call_scale", 1.0)))
 
 
 RECORDED = HostModel(1.0, None, 0.0, "the host as recorded on the GPU server")

@@ -84,7 +84,8 @@ def test_calibrated_and_nominal_host(tmp_path: Path) -> None:
         h = host_model(gpu)
         assert h.slowdown == m["slowdown"] > 1.0 and h.default_call_ns == 0.0
         assert m["call_ns"]["kernel"] > 1000.0 and m["call_scale"] > 0
-        assert h.call_ns is not None and h.call_ns[int(Kind.KERNEL)] == pytest.approx(m["call_ns"]["kernel"] * m["call_scale"])
+        priced = h.priced_calls()
+        assert priced is not None and priced[int(Kind.KERNEL)] == pytest.approx(m["call_ns"]["kernel"] * m["call_scale"])
     nominal = host_model("no-such-gpu")
     assert nominal == HostModel() and nominal.slowdown == 1.0 and nominal.call_ns == dict(CALL_NS)
     path = tmp_path / "c.json"
