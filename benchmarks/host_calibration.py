@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.gpu_fidelity_campaign import cpu_model  # noqa: E402
+from benchmarks.merge_lease import CALL_COSTS  # noqa: E402
 from benchmarks.step_truth import DATA, EMULATED_STEPS, STEADY_FROM, emulate, measured  # noqa: E402
 from maya.predict import Job, prepare  # noqa: E402
 from maya.predictor.host import (  # noqa: E402
@@ -60,7 +61,6 @@ from maya.predictor.host import (  # noqa: E402
 from maya.predictor.trace import Kind  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "host_calibration.json"
-CALL_COSTS = ROOT / "benchmarks" / "data" / "server_call_cost"  # <GPU>.json, benchmarks/server_call_cost.sh
 
 
 def call_costs(gpu: str) -> dict[str, float]:
