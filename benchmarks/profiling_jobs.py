@@ -5,10 +5,7 @@ interpreter, from the repository root).  The GPU machine records them
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from benchmarks.step_truth import with_steps
+from benchmarks.step_truth import measured, with_steps
 
 STEPS = 3  # the examples: step 0 warms up, steps 1-2 are steady
 
@@ -36,7 +33,5 @@ JOBS.update({f"held-out-{n}": [*argv, "--steps", str(STEPS)] for n, argv in _HEL
 
 # The step-time configurations measured on the H100 (benchmarks/data/step_times), recorded for
 # ORACLE_STEPS steps with their own printed step times: the oracle's ground truth (step_accuracy.py).
-_STEP_TIMES = Path(__file__).resolve().parent / "data" / "step_times" / "H100-SXM-80GB"
 ORACLE_STEPS = 8
-JOBS.update({f"oracle-{p.stem}": with_steps(json.loads(p.read_text())["argv"], ORACLE_STEPS)
-             for p in sorted(_STEP_TIMES.glob("*.json")) if p.name != "env.json"})
+JOBS.update({f"oracle-{m.name}": with_steps(m.argv, ORACLE_STEPS) for m in measured("H100-SXM-80GB")})

@@ -83,3 +83,12 @@ def test_a_campaign_that_does_not_match_is_refused(data: Path) -> None:
     (other / "cnn.json").rename(other / "gpt.json")
     with pytest.raises(SystemExit, match="gpt.json: no such configuration"):
         merge_lease.merge_campaign(GPU, "r6", other)
+
+
+def test_the_oracle_jobs_are_the_measured_configurations() -> None:
+    """Each lease's probe (env-<lease>.json) sits beside the configurations; no job is made of it."""
+    from benchmarks.profiling_jobs import JOBS
+
+    oracle = {j.removeprefix("oracle-") for j in JOBS if j.startswith("oracle-")}
+    assert oracle == {m.name for m in step_truth.measured(GPU)}
+    assert len(oracle) >= 20 and not any(n.startswith("env") for n in oracle)
