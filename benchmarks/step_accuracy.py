@@ -17,7 +17,11 @@ trace of the same configuration recorded on the H100 (``maya record``, the
 profiling campaign's ``oracle-*`` jobs) replayed with its measured device
 times, recorded host delays and call durations, against the step time that
 recorded run printed itself for the same steps (recording slows its host,
-so it is compared with itself, not with the unrecorded runs).  Saves
+so it is compared with itself, not with the unrecorded runs).  The busy
+columns split each error in two: the device's busy time per step as the
+estimators predict it against the recorded run's (its kernels as CUPTI timed
+them), and the rest of the step, idle, predicted against measured minus
+recorded busy (the host's share and the gaps between kernels).  Saves
 benchmarks/results/step_accuracy.json and prints a table.
 """
 
@@ -56,6 +60,11 @@ def ddp_case() -> Measured:
     steps = [median(steady(run["results"][0]["step_times_s"])) for run in d["runs"]
              if not run.get("profiled") and run.get("results")]
     return Measured("ddp-2xH200", "H200-SXM-141GB", d["argv"], 2, steps, [])
+
+
+def busy_s(breakdown: dict[str, float]) -> float:
+    """The device's busy time per step (kernels, library calls, copies)."""
+    return breakdown["compute_s"] + breakdown["data_movement_s"]
 
 
 def host_for(case: Measured, calibration: dict[str, Any]) -> HostModel:
@@ -110,19 +119,27 @@ def main() -> int:
             try:
                 o = predict_folder(job, case.gpu, oracle=True)
                 rec = recorded_step_s(job, len(o.steps_s))
-                row.update(oracle_s=o.step_time_s, recorded_s=rec, oracle_error=o.step_time_s / rec - 1)
+                row.update(oracle_s=o.step_time_s, recorded_s=rec, oracle_error=o.step_time_s / rec - 1,
+                           recorded_busy_s=busy_s(o.breakdown), measured_idle_s=meas - busy_s(o.breakdown))
+                if row.get("predicted_s") is not None:
+                    busy = busy_s(row["breakdown"])
+                    row.update(busy_error=busy / row["recorded_busy_s"] - 1, predicted_idle_s=row["predicted_s"] - busy)
             except PredictError as e:
                 row.update(oracle_s=None, oracle_error=None, oracle_note=str(e))
         rows.append(row)
         print(f"{case.name:18} {case.gpu:15} measured {meas * 1e3:7.2f} ms (spread {100 * case.spread:4.1f}%, "
               f"{len(case.step_s)} runs)  predicted {(row.get('predicted_s') or 0) * 1e3:7.2f} ms "
-              f"{pct(row.get('error'))}  oracle {pct(row.get('oracle_error'))}", flush=True)
+              f"{pct(row.get('error'))}  oracle {pct(row.get('oracle_error'))}  busy {pct(row.get('busy_error'))}"
+              + (f"  idle {1e3 * row['predicted_idle_s']:5.2f} ms predicted, {1e3 * row['measured_idle_s']:5.2f} measured"
+                 if "predicted_idle_s" in row else ""), flush=True)
     errors = [abs(r["error"]) for r in rows if r.get("error") is not None]
     oracle = [abs(r["oracle_error"]) for r in rows if r.get("oracle_error") is not None]
+    busy = [abs(r["busy_error"]) for r in rows if r.get("busy_error") is not None]
     summary = {"cases": len(rows), "median_abs_error": median(errors) if errors else None,
                "max_abs_error": max(errors, default=None), "within_8pct": sum(e <= 0.08 for e in errors),
                "median_spread": median(r["spread"] for r in rows) if rows else None,
-               "oracle_median_abs_error": median(oracle) if oracle else None}
+               "oracle_median_abs_error": median(oracle) if oracle else None,
+               "busy_median_abs_error": median(busy) if busy else None, "busy_max_abs_error": max(busy, default=None)}
     print(json.dumps(summary))
     if wanted:  # a subset: the saved results stay those of the whole benchmark
         return 0
