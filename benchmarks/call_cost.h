@@ -1,6 +1,6 @@
 /* What benchmarks/server_call_cost.cu and benchmarks/server_dnn_cost.c share:
- * a CUDA-style status check, a monotonic clock, and the median of samples
- * (each benchmark prints the median of REPS batches of BATCH calls). */
+ * a CUDA-style status check and the timing of one call kind, the median of
+ * REPS batches of BATCH calls (ns_per_call). */
 #ifndef MAYA_CALL_COST_H
 #define MAYA_CALL_COST_H
 
@@ -33,11 +33,21 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The median of n samples (sorts them). */
-static double median_of(double *sample, int n)
+/* Host ns per call of one kind: `batch` issues BATCH calls of `kind` and `drain` waits for the
+ * device; a batch's host time over BATCH is one sample, after three warm-up batches, and the
+ * median of REPS samples is returned. */
+static double ns_per_call(void (*batch)(int kind, void *ctx), void (*drain)(void *ctx), int kind, void *ctx)
 {
-    qsort(sample, n, sizeof sample[0], cmp_double);
-    return sample[n / 2];
+    double sample[REPS];
+    for (int rep = -3; rep < REPS; rep++) {
+        double t0 = now_ns();
+        batch(kind, ctx);
+        double t1 = now_ns();
+        drain(ctx);
+        if (rep >= 0) sample[rep] = (t1 - t0) / BATCH;
+    }
+    qsort(sample, REPS, sizeof sample[0], cmp_double);
+    return sample[REPS / 2];
 }
 
 #endif

@@ -21,44 +21,48 @@ __global__ void null_kernel(float *a, const float *b, int n) {
 enum { LAUNCH, MEMSET, MEMCPY, GEMM, KINDS };
 static const char *NAMES[KINDS] = {"kernel", "memset", "memcpy", "blas"};
 
-int main(void) {
+struct calls {
     cudaStream_t s;
-    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     float *a, *b;
-    CHECK(cudaMalloc(&a, 1 << 20));
-    CHECK(cudaMalloc(&b, 1 << 20));
     __half *ha, *hb, *hc;
-    CHECK(cudaMalloc(&ha, 64 * 64 * 2));
-    CHECK(cudaMalloc(&hb, 64 * 64 * 2));
-    CHECK(cudaMalloc(&hc, 64 * 64 * 2));
     cublasHandle_t h;
-    CHECK(cublasCreate(&h));
-    CHECK(cublasSetStream(h, s));
+};
+
+static void batch(int kind, void *ctx) {
+    struct calls *c = (struct calls *)ctx;
     const float one = 1.0f, zero = 0.0f;
-    printf("{");
-    for (int k = 0; k < KINDS; k++) {
-        double sample[REPS];
-        for (int rep = -3; rep < REPS; rep++) { /* three warm-up batches */
-            double t0 = now_ns();
-            for (int i = 0; i < BATCH; i++) {
-                switch (k) {
-                case LAUNCH: null_kernel<<<1024, 256, 0, s>>>(a, b, i); break;
-                case MEMSET: CHECK(cudaMemsetAsync(a, 0, 4096, s)); break;
-                case MEMCPY: CHECK(cudaMemcpyAsync(a, b, 4096, cudaMemcpyDeviceToDevice, s)); break;
-                case GEMM:
-                    CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 64, 64, 64, &one, ha, CUDA_R_16F, 64, hb,
-                                       CUDA_R_16F, 64, &zero, hc, CUDA_R_16F, 64, CUBLAS_COMPUTE_32F,
-                                       CUBLAS_GEMM_DEFAULT));
-                    break;
-                }
-            }
-            double t1 = now_ns();
-            CHECK(cudaGetLastError());
-            CHECK(cudaStreamSynchronize(s));
-            if (rep >= 0) sample[rep] = (t1 - t0) / BATCH;
+    for (int i = 0; i < BATCH; i++) {
+        switch (kind) {
+        case LAUNCH: null_kernel<<<1024, 256, 0, c->s>>>(c->a, c->b, i); break;
+        case MEMSET: CHECK(cudaMemsetAsync(c->a, 0, 4096, c->s)); break;
+        case MEMCPY: CHECK(cudaMemcpyAsync(c->a, c->b, 4096, cudaMemcpyDeviceToDevice, c->s)); break;
+        case GEMM:
+            CHECK(cublasGemmEx(c->h, CUBLAS_OP_N, CUBLAS_OP_N, 64, 64, 64, &one, c->ha, CUDA_R_16F, 64, c->hb,
+                               CUDA_R_16F, 64, &zero, c->hc, CUDA_R_16F, 64, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
+            break;
         }
-        printf("%s\"%s\": %.1f", k ? ", " : "", NAMES[k], median_of(sample, REPS));
     }
+}
+
+static void drain(void *ctx) {
+    CHECK(cudaGetLastError());
+    CHECK(cudaStreamSynchronize(((struct calls *)ctx)->s));
+}
+
+int main(void) {
+    struct calls c;
+    CHECK(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
+    CHECK(cudaMalloc(&c.a, 1 << 20));
+    CHECK(cudaMalloc(&c.b, 1 << 20));
+    CHECK(cudaMalloc(&c.ha, 64 * 64 * 2));
+    CHECK(cudaMalloc(&c.hb, 64 * 64 * 2));
+    CHECK(cudaMalloc(&c.hc, 64 * 64 * 2));
+    CHECK(cublasCreate(&c.h));
+    CHECK(cublasSetStream(c.h, c.s));
+    printf("{");
+    for (int k = 0; k < KINDS; k++)
+        printf("%s\"%s\": %.1f", k ? ", " : "", NAMES[k], ns_per_call(batch, drain, k, &c));
     printf("}\n");
     return 0;
 }

@@ -125,43 +125,46 @@ static desc_t variant_pack(void **pointers, void *workspace)
 enum { CALL, EXECUTE, KINDS };
 static const char *NAMES[KINDS] = {"dnn", "dnn_execute"};
 
+struct calls {
+    cudaStream_t s;
+    cudnnHandle_t h;
+    desc_t plan, reused;
+    void *pointers[3], *workspace;
+};
+
+static void batch(int kind, void *ctx)
+{
+    struct calls *c = ctx;
+    for (int i = 0; i < BATCH; i++) {
+        if (kind == CALL) {
+            CHECK(cudnnSetStream(c->h, c->s));
+            desc_t pack = variant_pack(c->pointers, c->workspace);
+            CHECK(cudnnBackendExecute(c->h, c->plan, pack));
+            CHECK(cudnnBackendDestroyDescriptor(pack));
+        } else {
+            CHECK(cudnnBackendExecute(c->h, c->plan, c->reused));
+        }
+    }
+}
+
+static void drain(void *ctx) { CHECK(cudaStreamSynchronize(((struct calls *)ctx)->s)); }
+
 int main(void)
 {
     const int64_t N = 1, C = 32, H = 8, W = 8, K = 32;
-    cudaStream_t s;
-    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    cudnnHandle_t h;
-    CHECK(cudnnCreate(&h));
-    CHECK(cudnnSetStream(h, s));
+    struct calls c = {.workspace = NULL};
+    CHECK(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
+    CHECK(cudnnCreate(&c.h));
+    CHECK(cudnnSetStream(c.h, c.s));
     int64_t ws_bytes = 0;
-    desc_t plan = conv_plan(h, N, C, H, W, K, &ws_bytes);
-    void *pointers[3], *workspace = NULL;
-    CHECK(cudaMalloc(&pointers[0], N * C * H * W * 2));
-    CHECK(cudaMalloc(&pointers[1], K * C * 9 * 2));
-    CHECK(cudaMalloc(&pointers[2], N * K * H * W * 2));
-    if (ws_bytes > 0) CHECK(cudaMalloc(&workspace, (size_t)ws_bytes));
-    desc_t reused = variant_pack(pointers, workspace);
+    c.plan = conv_plan(c.h, N, C, H, W, K, &ws_bytes);
+    CHECK(cudaMalloc(&c.pointers[0], N * C * H * W * 2));
+    CHECK(cudaMalloc(&c.pointers[1], K * C * 9 * 2));
+    CHECK(cudaMalloc(&c.pointers[2], N * K * H * W * 2));
+    if (ws_bytes > 0) CHECK(cudaMalloc(&c.workspace, (size_t)ws_bytes));
+    c.reused = variant_pack(c.pointers, c.workspace);
     printf("{");
-    for (int k = 0; k < KINDS; k++) {
-        double sample[REPS];
-        for (int rep = -3; rep < REPS; rep++) { /* three warm-up batches */
-            double t0 = now_ns();
-            for (int i = 0; i < BATCH; i++) {
-                if (k == CALL) {
-                    CHECK(cudnnSetStream(h, s));
-                    desc_t pack = variant_pack(pointers, workspace);
-                    CHECK(cudnnBackendExecute(h, plan, pack));
-                    CHECK(cudnnBackendDestroyDescriptor(pack));
-                } else {
-                    CHECK(cudnnBackendExecute(h, plan, reused));
-                }
-            }
-            double t1 = now_ns();
-            CHECK(cudaStreamSynchronize(s));
-            if (rep >= 0) sample[rep] = (t1 - t0) / BATCH;
-        }
-        printf("%s\"%s\": %.1f", k ? ", " : "", NAMES[k], median_of(sample, REPS));
-    }
+    for (int k = 0; k < KINDS; k++) printf("%s\"%s\": %.1f", k ? ", " : "", NAMES[k], ns_per_call(batch, drain, k, &c));
     printf(", \"workspace_bytes\": %lld}\n", (long long)ws_bytes);
     return 0;
 }
