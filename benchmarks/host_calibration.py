@@ -61,6 +61,7 @@ from maya.predictor.host import (  # noqa: E402
 from maya.predictor.trace import Kind  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "host_calibration.json"
+LAUNCH_GAPS = ROOT / "benchmarks" / "data" / "launch_gap"
 
 
 def call_costs(gpu: str) -> dict[str, float]:
@@ -69,15 +70,30 @@ def call_costs(gpu: str) -> dict[str, float]:
     return json.loads(path.read_text())["ns_per_call"] if path.is_file() else {}
 
 
-def replayed_host_s(job: Job, steps: int, calls: dict[str, float], reference_probe_ns: float | None) -> np.ndarray:
+def launch_times(gpu: str) -> dict[str, float]:
+    """The server's measured launch latency and gap, ns (benchmarks/launch_gap.py; none measured: {}):
+    the median over the kinds of operation it timed."""
+    path = LAUNCH_GAPS / f"{gpu}.json"
+    if not path.is_file():
+        return {}
+    ops = json.loads(path.read_text())["ops"]
+    return {"latency_ns": round(median(o["profiled_latency_ns"] for o in ops), 1),
+            "gap_ns": round(median(o["gap_ns"] for o in ops), 1)}
+
+
+def replayed_host_s(job: Job, steps: int, calls: dict[str, float], launch: dict[str, float],
+                    reference_probe_ns: float | None) -> np.ndarray:
     """Median replayed host time per steady step, seconds, at each slowdown (SLOWDOWNS, rows) and
     call scale (CALL_SCALES, columns), for delays emulated on a CPU whose probe reads
     ``reference_probe_ns``."""
     out = np.zeros((len(SLOWDOWNS), len(CALL_SCALES)))
     call_ns = server_call_ns(calls)
+    nominal = HostModel()
     for i, f in enumerate(SLOWDOWNS):
         for j, m in enumerate(CALL_SCALES):
-            host = HostModel(float(f), call_ns, 0.0, reference_probe_ns=reference_probe_ns, call_scale=float(m))
+            host = HostModel(float(f), call_ns, 0.0, reference_probe_ns=reference_probe_ns, call_scale=float(m),
+                             launch_latency_ns=launch.get("latency_ns", nominal.launch_latency_ns),
+                             launch_gap_ns=launch.get("gap_ns", nominal.launch_gap_ns))
             result = job.replay(host)[0]
             out[i, j] = median(step_host_times_ns(job.traces[0], result, steps)[STEADY_FROM:]) / 1e9
     return out
@@ -120,9 +136,9 @@ def main() -> int:
     reference = median(probes) if probes else None
     machines, report = {}, {}
     for gpu in gpus:
-        rows, curves, calls = [], [], call_costs(gpu)
+        rows, curves, calls, launch = [], [], call_costs(gpu), launch_times(gpu)
         for m, job in jobs[gpu]:
-            curves.append(replayed_host_s(job, EMULATED_STEPS, calls, reference))
+            curves.append(replayed_host_s(job, EMULATED_STEPS, calls, launch, reference))
             rows.append({"name": m.name, "family": m.family, "measured_host_s": median(m.host_s),
                          "host_runs": len(m.host_s), "emulated_host_s": emulated_host_s(job, EMULATED_STEPS),
                          "host_probe_ns": job.host_probe_ns})
@@ -148,15 +164,17 @@ def main() -> int:
               f"time error, leave one model out: median {100 * summary['median_abs_error']:.1f}%, "
               f"max {100 * summary['max_abs_error']:.1f}%")
         machines[gpu] = {"slowdown": round(slowdown, 3), "call_scale": round(call_scale, 3), "configs": len(rows),
-                         "call_ns": calls}
-        report[gpu] = {"summary": summary, "call_ns": calls, "configs": rows}
+                         "call_ns": calls, "launch": launch}
+        report[gpu] = {"summary": summary, "call_ns": calls, "launch": launch, "configs": rows}
     emulating = {"cpu": cpu_model(), "cpus": len(os.sched_getaffinity(0)), "host_probe_ns": reference}
     CALIBRATION.write_text(json.dumps({
         "about": "Host model per catalog machine: the host ns of each kind of CUDA call measured on GPU servers "
                  "(call_ns, benchmarks/server_call_cost.sh, the median over machines), and the factors on those "
                  "costs (call_scale) and on the host delays emulated on the CPU below (slowdown; that CPU's "
                  "maya.cpu_probe read host_probe_ns, and delays emulated elsewhere are rescaled by it) that make "
-                 "the replay's host time per step closest to the server's (benchmarks/host_calibration.py).",
+                 "the replay's host time per step closest to the server's (benchmarks/host_calibration.py); "
+                 "and the server's launch latency and gap between queued operations (launch, "
+                 "benchmarks/launch_gap.py).",
         "emulating_cpu": emulating, "date": time.strftime("%Y-%m-%d"), "machines": machines}, indent=1) + "\n")
     RESULTS.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": "python benchmarks/host_calibration.py",
                                    "emulating_cpu": emulating, "machines": report}, indent=1) + "\n")

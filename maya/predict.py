@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from maya import catalog
 from maya.predictor import estimators
-from maya.predictor.host import RECORDED, HostModel, host_model, quiet_gap_scale
+from maya.predictor.host import HostModel, host_model, quiet_gap_scale
 from maya.predictor.iterations import trace_steps
 from maya.predictor.network import OPS, AnalyticalNccl, Collective, Fabric
 from maya.predictor.ops import device_ops, measured
@@ -96,7 +96,8 @@ class Job:
 
         try:
             return simulate(self.traces, self.durations, collective_ns, host_slowdown=host.slowdown,
-                            call_ns=host.priced_calls(), default_call_ns=host.default_call_ns, gap_scale=self.gap_scale)
+                            call_ns=host.priced_calls(), default_call_ns=host.default_call_ns, gap_scale=self.gap_scale,
+                            launch_latency_ns=host.launch_latency_ns, launch_gap_ns=host.launch_gap_ns)
         except SimulationError as e:
             raise PredictError(str(e)) from None
 
@@ -141,7 +142,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     job = prepare(folder, gpu, gpus_per_node=gpus_per_node, oracle=oracle)
     g, traces = job.gpu, job.traces
     if host is None:
-        host = RECORDED if oracle else host_model(g.name)
+        host = host_model(g.name).as_recorded() if oracle else host_model(g.name)
     results = job.replay(host)
     try:
         steps, records = trace_steps(traces[0])

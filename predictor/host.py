@@ -26,7 +26,7 @@ The slowdown refers to the CPU it was calibrated on, as :mod:`maya.cpu_probe`
 read it (``reference_probe_ns``); delays emulated on another CPU, or on the
 same one under load, are rescaled by the two probes (:meth:`HostModel.on_cpu`).
 A GPU with no calibration keeps the nominal per-call costs of
-:data:`maya.predictor.simulator.CALL_NS`.
+:data:`maya.predictor.simulator.CALL_NS` and launch times.
 """
 
 from __future__ import annotations
@@ -40,7 +40,14 @@ import numpy as np
 import numpy.typing as npt
 
 from maya.predictor.iterations import trace_steps
-from maya.predictor.simulator import CALL_NS, DEFAULT_CALL_NS, RankResult, replay_order
+from maya.predictor.simulator import (
+    CALL_NS,
+    DEFAULT_CALL_NS,
+    LAUNCH_GAP_NS,
+    LAUNCH_LATENCY_NS,
+    RankResult,
+    replay_order,
+)
 from maya.predictor.trace import Kind, Trace
 
 CALIBRATION = Path(__file__).with_name("host_calibration.json")
@@ -52,7 +59,9 @@ CALL_SCALES = np.round(np.arange(0.5, 3.0 + 1e-9, 0.1), 2)  # and the factors on
 class HostModel:
     """How the replay times a rank's host: delays x ``slowdown`` plus ``call_ns`` x ``call_scale``
     per call by kind (``default_call_ns`` for the other kinds; None: each call's recorded duration,
-    for a trace recorded on the GPU server)."""
+    for a trace recorded on the GPU server); and the server's launches (measured by
+    ``benchmarks/launch_gap.py``): work starts ``launch_latency_ns`` after its call returns, and
+    ``launch_gap_ns`` after the work queued before it on its stream ends."""
 
     slowdown: float = 1.0
     call_ns: Mapping[int, float] | None = field(default_factory=lambda: dict(CALL_NS))
@@ -60,10 +69,17 @@ class HostModel:
     source: str = "nominal call costs, no calibration for this GPU"
     reference_probe_ns: float | None = None  # maya.cpu_probe on the machine that calibrated slowdown
     call_scale: float = 1.0  # fitted: a call inside a training step costs more than in a tight loop
+    launch_latency_ns: float = LAUNCH_LATENCY_NS  # from a launch call's return to its work starting on an idle device
+    launch_gap_ns: float = LAUNCH_GAP_NS  # from the end of one operation to the start of the next queued behind it
 
     def priced_calls(self) -> dict[int, float] | None:
         """Host ns per call by record kind, as the replay charges them (None: as recorded)."""
         return None if self.call_ns is None else {k: v * self.call_scale for k, v in self.call_ns.items()}
+
+    def as_recorded(self) -> HostModel:
+        """This server's host as a trace recorded on it has it: its own delays and call durations."""
+        return HostModel(1.0, None, 0.0, "the host as recorded on the GPU server",
+                         launch_latency_ns=self.launch_latency_ns, launch_gap_ns=self.launch_gap_ns)
 
     def on_cpu(self, probe_ns: float | None) -> HostModel:
         """This host for delays emulated on a CPU whose probe read ``probe_ns``: the slowdown
@@ -94,12 +110,11 @@ def host_model(gpu: str, path: Path = CALIBRATION) -> HostModel:
     m = calibration.get("machines", {}).get(gpu)
     if not m:
         return HostModel()
+    launch = m.get("launch", {})
     return HostModel(float(m["slowdown"]), server_call_ns(m.get("call_ns", {})), 0.0,
                      f"calibrated on {m['configs']} measured configurations",
-                     calibration.get("emulating_cpu", {}).get("host_probe_ns"), float(m.get("call_scale", 1.0)))
-
-
-RECORDED = HostModel(1.0, None, 0.0, "the host as recorded on the GPU server")
+                     calibration.get("emulating_cpu", {}).get("host_probe_ns"), float(m.get("call_scale", 1.0)),
+                     float(launch.get("latency_ns", LAUNCH_LATENCY_NS)), float(launch.get("gap_ns", LAUNCH_GAP_NS)))
 
 
 def step_host_times_ns(trace: Trace, result: RankResult, steps: int) -> list[float]:

@@ -9,8 +9,11 @@ Discrete-event, as in the Maya paper:
   in time order as one sequence: PyTorch's main thread waits while autograd's
   thread runs the backward pass, so their work does not overlap.
 - Device work (kernels, library calls, copies, memsets, collectives) goes to
-  its stream, a FIFO: it starts when the host has issued it and the stream's
-  previous work has finished, and lasts what ``durations`` says.  The legacy
+  its stream, a FIFO: it starts once its launch call has returned (plus the
+  launch latency) and the stream's previous work has finished (plus the
+  launch gap: a GPU starts queued kernels about 1 us apart, which a step of
+  800 kernels on a busy device pays 800 times), and lasts what
+  ``durations`` says.  The legacy
   default stream (id 0) waits for, and is waited for by, every blocking
   stream of its device.  ``cudaEventRecord`` marks the stream's time under
   (event, version); ``cudaStreamWaitEvent`` makes a stream wait for it.
@@ -48,6 +51,11 @@ from maya.predictor.trace import Flag, Kind, Trace
 CALL_NS: Mapping[int, float] = {int(Kind.KERNEL): 2000.0, int(Kind.BLAS): 4000.0, int(Kind.DNN): 8000.0,
                                 int(Kind.MEMCPY): 3000.0, int(Kind.MEMSET): 2000.0, int(Kind.COLL): 5000.0}
 DEFAULT_CALL_NS = 500.0
+# A GPU's launches, ns, where none were measured: an H100's and an H200's were 0.9-1.0 us from one
+# queued kernel's end to the next one's start, 1.6 us from a launch call's return to its kernel's
+# start on an idle device (benchmarks/launch_gap.py, benchmarks/data/launch_gap).
+LAUNCH_GAP_NS = 1000.0
+LAUNCH_LATENCY_NS = 1500.0
 NON_BLOCKING = 0x1  # cudaStreamNonBlocking, in STREAM_CREATE a32
 
 _DEVICE_WORK = [int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.BLAS, Kind.DNN)]
@@ -100,7 +108,8 @@ def replay_order(trace: Trace) -> npt.NDArray[np.int64]:
 def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
              collective_ns: Callable[[int, float, int], float], *, host_slowdown: float = 1.0,
              call_ns: Mapping[int, float] | None = CALL_NS, default_call_ns: float = DEFAULT_CALL_NS,
-             gap_scale: Sequence[npt.NDArray[np.float64]] | None = None) -> list[RankResult]:
+             gap_scale: Sequence[npt.NDArray[np.float64]] | None = None, launch_latency_ns: float = 0.0,
+             launch_gap_ns: float = 0.0) -> list[RankResult]:
     """Replay ``traces`` (one per rank, ``trace.header['rank']``).
 
     ``durations[r]``: device ns of rank r's device records by record index;
@@ -113,12 +122,14 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
     the others; None: each call's own recorded duration, as a trace recorded
     on the real GPU has them, except for calls that wait for the device,
     whose wait the replay makes itself); ``gap_scale[r]``: a further factor on the host delay before
-    each of rank r's records, by record index."""
+    each of rank r's records, by record index; ``launch_latency_ns``: from a launch call's return to
+    its work's start on an idle stream; ``launch_gap_ns``: from one operation's end to the start of
+    the next one queued on its stream."""
     if not traces:
         return []
     scale = gap_scale or [np.ones(len(t.records)) for t in traces]
     job = _Job(traces, durations, collective_ns, host_slowdown, call_ns, default_call_ns, scale)
-    return job.run()
+    return job.run(launch_latency_ns, launch_gap_ns)
 
 
 class _Job:
@@ -265,7 +276,7 @@ class _Job:
             self.coll_len[c] = min(known) if known else collective_ns(int(a[ops[0]][2]) & 0xFF, nbytes, members[key])
         self.coll_base = np.concatenate([[0], np.cumsum(self.coll_members)[:-1]]).astype(np.int64)
 
-    def run(self) -> list[RankResult]:
+    def run(self, launch_latency_ns: float = 0.0, launch_gap_ns: float = 0.0) -> list[RankResult]:
         n = len(self.code)
         issue, start, end, released = (np.full(n, np.nan) for _ in range(4))
         R = len(self.traces)
@@ -274,7 +285,7 @@ class _Job:
                             self.stream, self.arg, self.unversioned, self.s_ops, self.s_lo, self.s_hi,
                             self.c_lo, self.c_hi, self.coupled, self.r_slo, self.r_shi, self.d_lo, self.d_hi,
                             self.n_events, self.coll_members, self.coll_len, self.coll_base,
-                            issue, start, end, released, host, wait)
+                            launch_latency_ns, launch_gap_ns, issue, start, end, released, host, wait)
         stuck = [f"rank {r} waits on {_WAITS[int(wait[r])]}" for r in range(R) if wait[r] != _FREE]
         stuck += [f"collective {self.coll_keys[c]} reached by {int(c_arrived[c])} of {int(self.coll_members[c])} "
                   f"members" for c in np.flatnonzero((c_arrived > 0) & (c_arrived < self.coll_members)).tolist()]
@@ -323,8 +334,8 @@ def _csr(lists: list[list[int]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
 @numba.njit(cache=True)
 def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, dur: _F, stream: _I, arg: _I,
             unversioned: _B, s_ops: _I, s_lo: _I, s_hi: _I, c_lo: _I, c_hi: _I, coupled: _I, r_slo: _I, r_shi: _I,
-            d_lo: _I, d_hi: _I, n_events: int, coll_members: _I, coll_len: _F, coll_base: _I,
-            issue: _F, start: _F, end: _F, released: _F, host: _F, wait: _I) -> _I:
+            d_lo: _I, d_hi: _I, n_events: int, coll_members: _I, coll_len: _F, coll_base: _I, latency: float,
+            gap: float, issue: _F, start: _F, end: _F, released: _F, host: _F, wait: _I) -> _I:
     """Run each rank until its host is held or done, and the next, until no rank can go on.
     Fills issue/start/end/released (by op), host and wait (by rank); returns each collective's
     arrivals."""
@@ -338,6 +349,7 @@ def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, 
     wait_arg, wait_op = np.zeros(len(rank_lo), np.int64), np.zeros(len(rank_lo), np.int64)
     dirty = np.zeros(len(rank_lo), np.bool_)
     stack = np.empty(len(rank_lo), np.int64)
+    avail = np.zeros(len(code))  # when each queued op reaches its stream
     progress = True
     while progress:
         progress = False
@@ -358,6 +370,7 @@ def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, 
                 issue[k] = host[r]
                 host[r] += post[k]
                 c = code[k]
+                avail[k] = host[r] + latency if c == _WORK or c == _WORK_SYNC or c == _COLL else issue[k]
                 if _WORK <= c <= _COLL:
                     s = stream[k]
                     s_issued[s] += 1
@@ -378,7 +391,7 @@ def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, 
                                     done, top = _drain(t, top, stack, dirty, op_rank, code, dur, stream, arg,
                                                        unversioned, s_ops, s_head, s_issued, s_free, c_lo, c_hi,
                                                        coupled, ev_time, coll_members, coll_len, coll_base,
-                                                       c_arrived, c_ready, c_ops, arrived, issue, start, end)
+                                                       c_arrived, c_ready, c_ops, arrived, avail, gap, start, end)
                                     changed = changed or done
                     if c == _WORK_SYNC:
                         wait[r], wait_arg[r], wait_op[r] = _ON_OP, k, k
@@ -395,7 +408,7 @@ def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, 
 def _drain(s: int, top: int, stack: _I, dirty: _B, op_rank: _I, code: _I, dur: _F, stream: _I, arg: _I,
            unversioned: _B, s_ops: _I, s_head: _I, s_issued: _I, s_free: _F, c_lo: _I, c_hi: _I, coupled: _I,
            ev_time: _F, coll_members: _I, coll_len: _F, coll_base: _I, c_arrived: _I, c_ready: _F, c_ops: _I,
-           arrived: _B, issue: _F, start: _F, end: _F) -> tuple[bool, int]:
+           arrived: _B, avail: _F, gap: float, start: _F, end: _F) -> tuple[bool, int]:
     """Run the issued work of stream ``s`` as far as its dependencies allow; True if any ran (and the
     new top of the stack of ranks to drain, which a finished collective pushes its other members on)."""
     ran = False
@@ -407,8 +420,8 @@ def _drain(s: int, top: int, stack: _I, dirty: _B, op_rank: _I, code: _I, dur: _
                 return ran, top
             ready = max(ready, s_free[o])
         k = s_ops[s_head[s]]
-        begin = max(ready, issue[k])
         c = code[k]
+        begin = max(ready + gap, avail[k]) if c == _WORK or c == _WORK_SYNC or c == _COLL else max(ready, avail[k])
         if c == _RECORD:
             ev_time[arg[k]] = begin
         elif c == _WAIT:

@@ -73,6 +73,20 @@ def test_host_delays_scaled_and_call_costs(tmp_path: Path) -> None:
     assert r.issue[k] == pytest.approx(103 * US)
 
 
+def test_launch_latency_on_an_idle_device_and_gap_between_queued_work(tmp_path: Path) -> None:
+    b = Build()
+    first = b.kernel(50, gap_us=10)
+    queued = b.kernel(5, gap_us=1)  # issued while the first still runs
+    late = b.kernel(5, gap_us=200)  # issued to an idle device
+    (r,) = run(tmp_path, b, call_ns={int(Kind.KERNEL): 3 * US}, launch_latency_ns=2 * US, launch_gap_ns=1 * US)
+    assert r.start[first] == pytest.approx(0 + 3 * US + 2 * US)  # after the launch call returns, and the latency
+    assert r.start[queued] == pytest.approx(r.end[first] + 1 * US)
+    assert r.start[late] == pytest.approx(r.issue[late] + 5 * US)
+    (r,) = run(tmp_path, b, call_ns={int(Kind.KERNEL): 3 * US})
+    assert r.start[queued] == pytest.approx(r.end[first])
+    assert r.start[first] == pytest.approx(3 * US)
+
+
 def test_one_stream_runs_in_order_two_non_blocking_streams_overlap(tmp_path: Path) -> None:
     b = Build()
     for s in (1, 2):
