@@ -82,7 +82,12 @@ class Job:
     weights: dict[str, float]  # device ns by estimate confidence
     gpus_per_node: int
     gap_scale: list[npt.NDArray[np.float64]]  # per rank (maya.predictor.host.quiet_gap_scale)
-    host_probe_ns: float | None = None  # the emulating CPU's speed (maya.cpu_probe, summary.json)
+    summary: dict[str, Any]  # the run's summary.json ({} where there is none)
+
+    @property
+    def host_probe_ns(self) -> float | None:
+        """The emulating CPU's speed, as maya.cpu_probe read it before the run (None: not read)."""
+        return self.summary.get("host_probe_ns")
 
     def replay(self, host: HostModel) -> list[RankResult]:
         """Replay on ``host``, its slowdown rescaled to the CPU this job was emulated on."""
@@ -128,9 +133,9 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
             weights[e.confidence] = weights.get(e.confidence, 0.0) + e.ns
     # Recorded host delays were measured on the server as they are; emulated ones are steadied.
     scale = [np.ones(len(t.records)) if oracle else quiet_gap_scale(t) for t in traces]
-    summary = folder / "summary.json"
-    probe = json.loads(summary.read_text()).get("host_probe_ns") if summary.is_file() else None
-    return Job(g, folder, traces, durations, labels, weights, per_node, scale, probe)
+    path = folder / "summary.json"
+    summary = json.loads(path.read_text()) if path.is_file() else {}
+    return Job(g, folder, traces, durations, labels, weights, per_node, scale, summary)
 
 
 def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,
@@ -152,7 +157,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     if timeline is not None:
         write_timeline(timeline, traces, results, job.labels)
     total = sum(job.weights.values()) or 1.0
-    return Prediction(g.name, st.step_s, st.steps, st.breakdown, _peaks(folder, traces),
+    return Prediction(g.name, st.step_s, st.steps, st.breakdown, _peaks(job.summary, traces),
                       g.memory_bytes - g.reserved_bytes,
                       {k: v / total for k, v in sorted(job.weights.items())})
 
@@ -167,12 +172,11 @@ def _estimators(gpu: str) -> estimators.Estimators:
     return _LOADED[gpu]
 
 
-def _peaks(folder: Path, traces: list[Trace]) -> list[int]:
+def _peaks(summary: dict[str, Any], traces: list[Trace]) -> list[int]:
     """Peak device memory per rank: the caching allocator's reservation (summary.json), else the
     trace's MALLOC records."""
-    summary = folder / "summary.json"
-    if summary.is_file():
-        ranks = json.loads(summary.read_text()).get("ranks", [])
+    if summary:
+        ranks = summary.get("ranks", [])
         return [int(r.get("peak_reserved_bytes") or 0) for r in ranks]
     peaks = []
     for t in traces:
