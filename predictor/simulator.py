@@ -276,7 +276,7 @@ class _Job:
             self.coll_len[c] = min(known) if known else collective_ns(int(a[ops[0]][2]) & 0xFF, nbytes, members[key])
         self.coll_base = np.concatenate([[0], np.cumsum(self.coll_members)[:-1]]).astype(np.int64)
 
-    def run(self, launch_latency_ns: float = 0.0, launch_gap_ns: float = 0.0) -> list[RankResult]:
+    def run(self, launch_latency_ns: float, launch_gap_ns: float) -> list[RankResult]:
         n = len(self.code)
         issue, start, end, released = (np.full(n, np.nan) for _ in range(4))
         R = len(self.traces)
