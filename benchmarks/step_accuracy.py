@@ -4,7 +4,7 @@
 
 Ground truth (benchmarks/step_truth.py): the examples at their default,
 held-out and three more sizes on H100s, the median over fresh processes
-on four machines (10 to 12 runs) of each run's median steady step, with the
+on five machines (12 to 14 runs) of each run's median steady step, with the
 run-to-run spread; and
 the 2-rank DDP example on 2 x H200 (benchmarks/data/gpu_fidelity, two
 unprofiled runs).  The targets are judged on those; the same examples and
