@@ -36,7 +36,7 @@ from statistics import median
 import torch
 import torch.nn.functional as F
 
-QUEUED = 200  # operations per batch: fewer than the launch queue holds (about 500 cuBLAS calls on an H100)
+QUEUED = 200  # operations per batch: fewer than the launch queue holds (500 torch.mm of two kernels filled it)
 BATCHES = 5
 SPIN_CYCLES = 100_000_000  # ~50 ms of spinning: longer than the host needs to queue a batch
 DEPTHS = (256, 512, 768, 1024, 1536, 2048, 4096)  # batch sizes tried for the launch queue's depth

@@ -159,12 +159,12 @@ def main() -> int:
                 o = predict_folder(job, case.gpu, oracle=True)
                 rec = recorded_step_s(job, len(o.steps_s))
                 row.update(oracle_s=o.step_time_s, recorded_s=rec, oracle_error=o.step_time_s / rec - 1)
-                busy = recorded_busy_s(job, out, case.gpu)
-                if busy is not None:
-                    row.update(recorded_busy_s=busy, measured_idle_s=meas - busy)
-                if row.get("predicted_s") is not None and busy is not None:
-                    busy = busy_s(row["breakdown"])
-                    row.update(busy_error=busy / row["recorded_busy_s"] - 1, predicted_idle_s=row["predicted_s"] - busy)
+                recorded_busy = recorded_busy_s(job, out, case.gpu)
+                if recorded_busy is not None:
+                    row.update(recorded_busy_s=recorded_busy, measured_idle_s=meas - recorded_busy)
+                    if row.get("predicted_s") is not None:
+                        busy = busy_s(row["breakdown"])
+                        row.update(busy_error=busy / recorded_busy - 1, predicted_idle_s=row["predicted_s"] - busy)
             except PredictError as e:
                 row.update(oracle_s=None, oracle_error=None, oracle_note=str(e))
         rows.append(row)

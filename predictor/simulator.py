@@ -370,7 +370,7 @@ def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, 
                 issue[k] = host[r]
                 host[r] += post[k]
                 c = code[k]
-                avail[k] = host[r] + latency if c == _WORK or c == _WORK_SYNC or c == _COLL else issue[k]
+                avail[k] = host[r] + latency if _launched(c) else issue[k]
                 if _WORK <= c <= _COLL:
                     s = stream[k]
                     s_issued[s] += 1
@@ -405,6 +405,12 @@ def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, 
 
 
 @numba.njit(cache=True, inline="always")
+def _launched(c: int) -> bool:
+    """Whether an op of code ``c`` is work the device launches (and pays the launch latency and gap for)."""
+    return c == _WORK or c == _WORK_SYNC or c == _COLL
+
+
+@numba.njit(cache=True, inline="always")
 def _drain(s: int, top: int, stack: _I, dirty: _B, op_rank: _I, code: _I, dur: _F, stream: _I, arg: _I,
            unversioned: _B, s_ops: _I, s_head: _I, s_issued: _I, s_free: _F, c_lo: _I, c_hi: _I, coupled: _I,
            ev_time: _F, coll_members: _I, coll_len: _F, coll_base: _I, c_arrived: _I, c_ready: _F, c_ops: _I,
@@ -421,7 +427,7 @@ def _drain(s: int, top: int, stack: _I, dirty: _B, op_rank: _I, code: _I, dur: _
             ready = max(ready, s_free[o])
         k = s_ops[s_head[s]]
         c = code[k]
-        begin = max(ready + gap, avail[k]) if c == _WORK or c == _WORK_SYNC or c == _COLL else max(ready, avail[k])
+        begin = max(ready + gap, avail[k]) if _launched(c) else max(ready, avail[k])
         if c == _RECORD:
             ev_time[arg[k]] = begin
         elif c == _WAIT:
