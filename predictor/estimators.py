@@ -62,7 +62,7 @@ from maya import catalog
 from maya.catalog import GPU
 from maya.predictor import features as F
 from maya.predictor.ops import Op
-from maya.predictor.profiles import PROFILES_DIR, ProfileRow, load_profiles
+from maya.predictor.profiles import ProfileRow, load_profiles, table_paths
 from maya.predictor.roofline import roofline_ns
 from maya.predictor.trace import Kind
 
@@ -289,6 +289,14 @@ def _thinned(points: Sequence[_Point]) -> list[_Point]:
     return out
 
 
+def _training_points(points: Iterable[_Point]) -> dict[str, list[_Point]]:
+    """Each family's training points (thinned)."""
+    by_family: dict[str, list[_Point]] = defaultdict(list)
+    for p in points:
+        by_family[F.family(p.op)].append(p)
+    return {fam: _thinned(pts) for fam, pts in by_family.items()}
+
+
 def _hash_fraction(signature: tuple[Any, ...], seed: int) -> float:
     """A number in [0, 1) fixed by the signature and the seed: a split that does not depend on row order."""
     digest = hashlib.sha256(f"{seed}:{signature!r}".encode()).digest()
@@ -333,10 +341,7 @@ class Estimators:
         start = time.perf_counter()
         g = catalog.lookup(gpu)
         points = _points(r for r in rows if not r.source.startswith("held-out:"))
-        by_family: dict[str, list[_Point]] = defaultdict(list)
-        for p in points:
-            by_family[F.family(p.op)].append(p)
-        by_family = {fam: _thinned(pts) for fam, pts in by_family.items()}
+        by_family = _training_points(points)
         # OpenMP (gradient boosting) on one thread: its threads spin at barriers and slow down
         # badly as soon as another process wants the same cores. Forests use joblib threads.
         with threadpool_limits(limits=1):
@@ -418,6 +423,31 @@ class Estimators:
 # ---------------------------------------------------------------- loading and caching
 
 
+class _Table:
+    """A GPU's profile rows, parsed only when a fit needs them: a cached fit is found by the
+    tables' bytes (parsing the H100's 190,000 rows takes longer than reading its fit)."""
+
+    def __init__(self, gpu: str, rows: Sequence[ProfileRow] | None = None) -> None:
+        self.gpu = gpu
+        self._given = rows is not None
+        self._rows = list(rows) if rows is not None else None
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        if self._given:
+            for r in self.rows():
+                h.update(repr(r).encode())
+        else:
+            for path in table_paths(self.gpu):
+                h.update(path.name.encode() + b"\0" + path.read_bytes())
+        return h.hexdigest()
+
+    def rows(self) -> list[ProfileRow]:
+        if self._rows is None:
+            self._rows = load_profiles(self.gpu)
+        return self._rows
+
+
 def cache_dir() -> Path:
     root = os.environ.get("MAYA_CACHE_DIR")
     return (Path(root) if root else Path.home() / ".cache" / "maya") / "estimators"
@@ -425,24 +455,33 @@ def cache_dir() -> Path:
 
 def _code_hash() -> str:
     h = hashlib.sha256()
-    for module in (F, sys.modules[__name__], sys.modules[roofline_ns.__module__]):
+    for module in (F, sys.modules[__name__], *(sys.modules[f.__module__] for f in (roofline_ns, Op, ProfileRow))):
         h.update(Path(str(module.__file__)).read_bytes())
     h.update(f"{metadata.version('scikit-learn')} {np.__version__} {sys.version}".encode())
     return h.hexdigest()
 
 
-def _key(gpu: GPU, purpose: str, rows: Sequence[ProfileRow]) -> str:
+def _cache_path(gpu: GPU, purpose: str, table: _Table, directory: Path | None, suffix: str) -> Path:
+    """Where the ``purpose`` result of ``table`` is kept; older ones of the same GPU and purpose are stale."""
     h = hashlib.sha256(_code_hash().encode())
     h.update(json.dumps({"gpu": gpu.name, "fields": gpu.fields, "purpose": purpose}, sort_keys=True).encode())
-    for r in rows:
-        h.update(repr(r).encode())
-    return h.hexdigest()
+    h.update(table.digest().encode())
+    return (directory or cache_dir()) / f"{gpu.name}-{purpose}-{h.hexdigest()[:24]}{suffix}"
 
 
-def _cached_fit(gpu: GPU, purpose: str, rows: Sequence[ProfileRow], directory: Path | None) -> Estimators:
-    directory = directory or cache_dir()
-    key = _key(gpu, purpose, rows)
-    path = directory / f"{gpu.name}-{purpose}-{key[:24]}.pkl"
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``path`` whole (no reader sees half a file) and remove the stale ones it replaces."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stem = path.name.rsplit("-", 1)[0]
+    for old in path.parent.glob(f"{stem}-*{path.suffix}"):  # one per GPU and purpose: a fit is hundreds of MB
+        old.unlink(missing_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _cached_fit(gpu: GPU, purpose: str, table: _Table, directory: Path | None) -> Estimators:
+    path = _cache_path(gpu, purpose, table, directory, ".pkl")
     if path.is_file():
         try:
             with open(path, "rb") as f:
@@ -452,20 +491,30 @@ def _cached_fit(gpu: GPU, purpose: str, rows: Sequence[ProfileRow], directory: P
                 return est
         except Exception:  # a cache file from an interrupted write or another version: refit
             pass
-    est = Estimators.fit(gpu.name, rows)
-    directory.mkdir(parents=True, exist_ok=True)
-    for old in directory.glob(f"{gpu.name}-{purpose}-*.pkl"):  # one fit per GPU and purpose: tens of MB each
-        old.unlink(missing_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        pickle.dump(est, f, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, path)
+    est = Estimators.fit(gpu.name, table.rows())
+    _replace(path, pickle.dumps(est, protocol=pickle.HIGHEST_PROTOCOL))
     return est
+
+
+def _family_sizes(gpu: GPU, table: _Table, directory: Path | None) -> dict[str, int]:
+    """Training points per family of ``table``, as a fit would have them, without fitting (kept
+    beside the fits): what decides whether another GPU borrows from this one."""
+    path = _cache_path(gpu, "sizes", table, directory, ".json")
+    if path.is_file():
+        try:
+            return {str(f): int(n) for f, n in json.loads(path.read_text()).items()}
+        except (ValueError, AttributeError):  # an unreadable file: count again
+            pass
+    points = _points(r for r in table.rows() if not r.source.startswith("held-out:"))
+    by_family = _training_points(points)
+    sizes = {fam: len(by_family.get(fam, [])) for fam in F.FITTED}
+    _replace(path, json.dumps(sizes, sort_keys=True).encode())
+    return sizes
 
 
 def profiled_gpus() -> list[str]:
     """Catalog GPUs with profile tables in ``predictor/profiles``."""
-    return [g.name for g in catalog.all_gpus() if any((PROFILES_DIR / g.name).glob("*.csv.gz"))]
+    return [g.name for g in catalog.all_gpus() if table_paths(g.name)]
 
 
 def _source_for(gpu: GPU, profiled: Sequence[str]) -> str | None:
@@ -477,20 +526,22 @@ def _source_for(gpu: GPU, profiled: Sequence[str]) -> str | None:
     return candidates[0] if candidates else None
 
 
+def _table(gpu: str, profiles: Mapping[str, Sequence[ProfileRow]] | None) -> _Table:
+    return _Table(gpu, profiles[gpu] if profiles is not None else None)
+
+
 def load(gpu: str, *, profiles: Mapping[str, Sequence[ProfileRow]] | None = None,
          cache: Path | None = None, borrow: bool = True) -> Estimators:
     """Estimators for catalog GPU ``gpu``, fitted (or read from the cache) on its profiles, or
     borrowed from a profiled GPU.  ``profiles`` (GPU name -> rows) replaces the committed tables;
     ``borrow=False``: no family is borrowed from another GPU."""
     g = catalog.lookup(gpu)
-    available = dict(profiles) if profiles is not None else None
-    names = list(available) if available is not None else profiled_gpus()
+    names = list(profiles) if profiles is not None else profiled_gpus()
     source = _source_for(g, names)
     if source is None:
         empty = Estimators(g.name, g.name, {}, {}, _NameTable([]), 0.0)
         return empty
-    rows = available[source] if available is not None else load_profiles(source)
-    est = _cached_fit(catalog.lookup(source), "fit", rows, cache)
+    est = _cached_fit(catalog.lookup(source), "fit", _table(source, profiles), cache)
     if source != g.name:
         return est.on(g.name)
     if borrow:
@@ -501,14 +552,18 @@ def load(gpu: str, *, profiles: Mapping[str, Sequence[ProfileRow]] | None = None
 def _borrow(est: Estimators, g: GPU, names: Sequence[str], profiles: Mapping[str, Sequence[ProfileRow]] | None,
             cache: Path | None) -> None:
     """Families with too few profile points of ``g`` (``MIN_SELECT``, or ``BORROW_FRACTION`` of the
-    donor's) are estimated by a profiled GPU of the same architecture, scaled (``est.borrowed``)."""
+    donor's) are estimated by a profiled GPU of the same architecture, scaled (``est.borrowed``).
+    The donor is fitted only when it lends something."""
     donors = [p for p in names if p != g.name and catalog.lookup(p).fields["cc"] == g.fields["cc"]]
     if not donors:
         return
+    donor, table = catalog.lookup(donors[0]), _table(donors[0], profiles)
     own = {f: fit.n for f, fit in est.families.items()}
-    donor = load(donors[0], profiles=profiles, cache=cache, borrow=False)
-    est.borrowed = {f: donor.on(g.name) for f, fit in donor.families.items()
-                    if own.get(f, 0) < min(max(MIN_SELECT, BORROW_FRACTION * fit.n), fit.n)}
+    lent = [f for f, n in _family_sizes(donor, table, cache).items()
+            if own.get(f, 0) < min(max(MIN_SELECT, BORROW_FRACTION * n), n)]
+    if lent:
+        lender = _cached_fit(donor, "fit", table, cache).on(g.name)
+        est.borrowed = {f: lender for f in lent}
 
 
 # ---------------------------------------------------------------- evaluation
@@ -555,7 +610,7 @@ def evaluate(gpu: str, *, profiles: Sequence[ProfileRow] | None = None, cache: P
     g = catalog.lookup(gpu)
     rows = list(profiles) if profiles is not None else load_profiles(g.name)
     fit_rows, test_rows = split(rows)
-    est = _cached_fit(g, f"evaluate{SEED}", fit_rows, cache)
+    est = _cached_fit(g, f"evaluate{SEED}", _Table(g.name, fit_rows), cache)
     if profiles is None:  # as load() does: thin families come from a profiled GPU of the same architecture
         _borrow(est, g, profiled_gpus(), None, cache)
     fitted_sigs = {r.op.signature() for r in fit_rows}

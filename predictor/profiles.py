@@ -163,9 +163,14 @@ def read_table(path: str | Path) -> tuple[dict[str, Any], list[ProfileRow]]:
         return stamp, [ProfileRow.from_row(row) for row in reader]
 
 
+def table_paths(gpu: str, root: str | Path = PROFILES_DIR) -> list[Path]:
+    """The profile tables of ``gpu``: ``root/<gpu>/*.csv.gz``, in name order."""
+    return sorted((Path(root) / gpu).glob("*.csv.gz"))
+
+
 def load_profiles(gpu: str, root: str | Path = PROFILES_DIR) -> list[ProfileRow]:
-    """Every row of ``root/<gpu>/*.csv.gz`` (none when the GPU has no tables)."""
+    """Every row of the tables of ``gpu`` (none when the GPU has no tables)."""
     rows: list[ProfileRow] = []
-    for path in sorted((Path(root) / gpu).glob("*.csv.gz")):
+    for path in table_paths(gpu, root):
         rows += read_table(path)[1]
     return rows
