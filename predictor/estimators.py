@@ -34,7 +34,7 @@ calibrated roofline is used (``fallback``).  A GPU whose tables lack a family
 the same way.
 
 Fits are cached in ``$MAYA_CACHE_DIR/estimators`` (default
-``~/.cache/maya/estimators``) under a hash of the profile rows, this code, the
+``~/.cache/maya/estimators``) under a hash of the profile tables, this code, the
 catalog entry and the library versions; nothing version-specific is committed.
 :func:`evaluate` measures the estimators on profile points kept out of the fit.
 """
