@@ -7,7 +7,7 @@ Runs on a GPU machine with nothing but its python3 and torch:
 
 The measured step times of the host-bound sizes spread 36-64% over fresh
 processes, on one machine as across machines (cnn-w32: 6.3 to 11.5 ms),
-while each process's own steps repeat within a few percent.  This runs each
+while each process's own steady steps vary 3-9% (coefficient of variation).  This runs each
 example ``--runs`` times in fresh processes under three conditions, taken in
 turn so that whatever varies with time affects each alike:
 
@@ -59,6 +59,14 @@ def steal_ticks() -> int:
         return 0
 
 
+def steady_ms(run: dict) -> dict:
+    """Median step and host time of the steady steps before the profiled one (the profiler slows
+    the steps after it by up to half)."""
+    steady = range(STEADY_FROM, PROFILE_STEP)
+    return {"step_ms": round(1e3 * statistics.median(run["step_times_s"][i] for i in steady), 3),
+            "host_ms": round(1e3 * statistics.median(run["host_times_s"][i] for i in steady), 3)}
+
+
 def run_once(name: str, condition: str, python: str, tmp: str) -> dict:
     script, extra, processes = EXAMPLES[name]
     if processes != 1:
@@ -82,10 +90,8 @@ def run_once(name: str, condition: str, python: str, tmp: str) -> dict:
         return run
     with open(result) as f:
         r = json.load(f)
-    steady = [i for i in range(STEADY_FROM, STEPS) if i != PROFILE_STEP]
-    run["step_ms"] = round(1e3 * statistics.median(r["step_times_s"][i] for i in steady), 3)
-    run["host_ms"] = round(1e3 * statistics.median(r["host_times_s"][i] for i in steady), 3)
     run["step_times_s"], run["host_times_s"] = r["step_times_s"], r["host_times_s"]
+    run.update(steady_ms(run))
     with open(profile) as f:
         prof = json.load(f)
     kernels = {k["name"]: k["count"] for k in prof.get("kernels", [])}
