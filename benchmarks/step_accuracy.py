@@ -121,6 +121,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"cases": len(rows), "median_abs_error": median(errors) if errors else None,
             "max_abs_error": max(errors, default=None), "within_8pct": sum(e <= 0.08 for e in errors),
             "median_spread": median(r["spread"] for r in rows) if rows else None,
+            "within_measured_interval": sum(bool(r.get("within_interval")) for r in rows),
             "oracle_median_abs_error": median(oracle) if oracle else None,
             "busy_median_abs_error": median(busy) if busy else None, "busy_max_abs_error": max(busy, default=None)}
 
@@ -146,11 +147,13 @@ def main() -> int:
         t0 = time.perf_counter()
         row: dict[str, Any] = {"case": case.name, "gpu": case.gpu, "processes": case.processes, "argv": case.argv,
                                "measured_s": meas, "spread": case.spread, "runs": len(case.step_s),
-                               "host_slowdown": host.slowdown}
+                               "measured_interval": case.median_interval(), "host_slowdown": host.slowdown}
         try:
             p = predict_folder(out, case.gpu, gpus_per_node=case.processes, host=host)
-            row.update(predicted_s=p.step_time_s, error=p.step_time_s / meas - 1, breakdown=p.breakdown,
-                       predict_wall_s=time.perf_counter() - t0)
+            error = p.step_time_s / meas - 1
+            lo, hi = row["measured_interval"]
+            row.update(predicted_s=p.step_time_s, error=error, within_interval=lo <= error <= hi,
+                       breakdown=p.breakdown, predict_wall_s=time.perf_counter() - t0)
         except PredictError as e:
             row.update(predicted_s=None, error=None, note=str(e))
         job = recorded / f"oracle-{case.name}"
@@ -168,8 +171,10 @@ def main() -> int:
             except PredictError as e:
                 row.update(oracle_s=None, oracle_error=None, oracle_note=str(e))
         rows.append(row)
+        lo, hi = row["measured_interval"]
         print(f"{case.name:18} {case.gpu:15} measured {meas * 1e3:7.2f} ms (spread {100 * case.spread:4.1f}%, "
-              f"{len(case.step_s)} runs)  predicted {(row.get('predicted_s') or 0) * 1e3:7.2f} ms "
+              f"{len(case.step_s)} runs, median within {pct(lo)} {pct(hi)})  "
+              f"predicted {(row.get('predicted_s') or 0) * 1e3:7.2f} ms "
               f"{pct(row.get('error'))}  oracle {pct(row.get('oracle_error'))}  busy {pct(row.get('busy_error'))}"
               + (f"  idle {1e3 * row['predicted_idle_s']:5.2f} ms predicted, {1e3 * row['measured_idle_s']:5.2f} measured"
                  if "predicted_idle_s" in row else ""), flush=True)

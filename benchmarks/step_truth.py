@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data" / "step_times"
 STEADY_FROM = 2
@@ -50,6 +52,16 @@ class Measured:
     def spread(self) -> float:
         """Run-to-run spread of the step time: (max - min) / median."""
         return (max(self.step_s) - min(self.step_s)) / median(self.step_s)
+
+    def median_interval(self, level: float = 0.9, draws: int = 4000) -> tuple[float, float]:
+        """How closely the runs fix their median, relative to it (-0.1: 10% below): the central
+        ``level`` of the medians of the runs resampled with replacement (fixed seed).  The
+        server's host speed drifts over minutes and differs between machines
+        (benchmarks/host_variance.py), so a host-bound size's median is known to no better."""
+        runs = np.asarray(self.step_s)
+        medians = np.median(np.random.default_rng(0).choice(runs, (draws, len(runs))), axis=1)
+        lo, hi = np.quantile(medians / np.median(runs) - 1, [(1 - level) / 2, (1 + level) / 2])
+        return float(lo), float(hi)
 
 
 def load(path: Path, gpu: str) -> Measured:

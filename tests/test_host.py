@@ -5,6 +5,7 @@ calibrated model that ``maya predict`` applies, and its rescaling to the emulati
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -124,3 +125,19 @@ def test_cpu_probe_reads_this_cpu() -> None:
     ns = cpu_probe.measure(cpu=cpu_probe.rank0_cpu())
     assert ns is not None and 10 < ns < 1e6
     assert cpu_probe.measure(python="/nonexistent/python3") is None
+
+
+def test_a_disturbed_probe_is_taken_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    reference = json.loads(CALIBRATION.read_text())["emulating_cpu"]["host_probe_ns"]
+    assert cpu_probe.reference_ns() == reference  # found through the installed package
+    taken: list[int] = []
+
+    def again(ns: float | None) -> Callable[[], float | None]:
+        return lambda: taken.append(1) or ns  # type: ignore[func-returns-value]
+
+    assert cpu_probe.steadier(1.1 * reference, again(1.0)) == 1.1 * reference and not taken  # usual: once
+    assert cpu_probe.steadier(1.8 * reference, again(reference)) == reference  # a burst during the first
+    assert cpu_probe.steadier(2.0 * reference, again(2.1 * reference)) == 2.0 * reference  # a slower CPU
+    assert cpu_probe.steadier(None, again(None)) is None and len(taken) == 3
+    monkeypatch.setattr(cpu_probe, "reference_ns", lambda: None)  # no calibration: always twice
+    assert cpu_probe.steadier(500.0, again(400.0)) == 400.0
