@@ -2,7 +2,7 @@
 
     maya emulate --gpu NAME [--gpus N] [--gpus-per-node M] --out DIR -- COMMAND...
     maya record --out DIR -- COMMAND...          (on a machine with a real GPU)
-    maya predict --gpu NAME [--gpus-per-node M] [--json] [--timeline FILE] [--out DIR] -- COMMAND...
+    maya predict --gpu NAME [--gpus-per-node M] [--repeat K] [--json] [--timeline FILE] [--out DIR] -- COMMAND...
     maya predict --gpu NAME --from DIR [--oracle] [--json] [--timeline FILE]
     maya gpus
     maya summary DIR
@@ -61,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     q = sub.add_parser(
         "predict",
         help="predict a training step's time and memory on a GPU",
-        usage="maya predict --gpu NAME [--gpus-per-node M] [--json] [--timeline FILE] [--out DIR] -- COMMAND...\n"
+        usage="maya predict --gpu NAME [--gpus-per-node M] [--repeat K] [--json] [--timeline FILE] [--out DIR] "
+        "-- COMMAND...\n"
         "       maya predict --gpu NAME --from DIR [--oracle] [--json] [--timeline FILE]",
         description="Emulate COMMAND on virtual GPUs of type NAME, estimate every device operation, replay the "
         "job on its streams, hosts and network, and print the steady-state step time, where it goes, and peak "
@@ -72,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--gpus", type=int, default=None, help="GPUs visible to each process (default: --gpus-per-node)")
     q.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per node (default 8)")
     q.add_argument("--out", type=Path, default=None, help="where the emulation's traces go (default: a temporary folder)")
+    q.add_argument("--repeat", type=int, default=1, metavar="K",
+                   help="emulate K times (into DIR/run0...) and keep the median prediction: steadier for host-bound "
+                   "jobs on a busy emulating machine, K times the emulation time (default 1)")
     q.add_argument("--from", dest="source", type=Path, default=None, help="replay this folder instead of emulating")
     q.add_argument("--oracle", action="store_true", help="with --from: use the recorded device times")
     q.add_argument("--json", action="store_true", help="print one JSON object")
@@ -139,7 +143,7 @@ def _cmd_emulate(args: argparse.Namespace, command: list[str]) -> int:
 def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     import tempfile
 
-    from maya.predict import PredictError, predict_folder
+    from maya.predict import PredictError, predict_folder, predict_median
 
     if (args.source is None) == (not command):
         print("maya predict: give either a command after '--' or --from DIR", file=sys.stderr)
@@ -147,18 +151,26 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     if args.oracle and args.source is None:
         print("maya predict: --oracle replays a recorded folder: add --from DIR", file=sys.stderr)
         return 2
-    folder = args.source
-    if folder is None:
-        folder = args.out or Path(tempfile.mkdtemp(prefix="maya-predict-"))
-        args.out = folder
-        rc = _cmd_emulate(args, command)
-        if rc != 0:
-            print(f"maya predict: the command did not complete under emulation (exit {rc}); nothing to predict",
-                  file=sys.stderr)
-            return rc
+    if args.repeat < 1 or (args.repeat > 1 and args.source is not None):
+        print("maya predict: --repeat K needs K >= 1 and a command to emulate (not --from)", file=sys.stderr)
+        return 2
+    folders = [args.source] if args.source is not None else []
+    if args.source is None:
+        out = args.out or Path(tempfile.mkdtemp(prefix="maya-predict-"))
+        folders = [out] if args.repeat == 1 else [out / f"run{k}" for k in range(args.repeat)]
+        for folder in folders:
+            args.out = folder
+            rc = _cmd_emulate(args, command)
+            if rc != 0:
+                print(f"maya predict: the command did not complete under emulation (exit {rc}); nothing to predict",
+                      file=sys.stderr)
+                return rc
     try:
-        p = predict_folder(folder, args.gpu, gpus_per_node=args.gpus_per_node, oracle=args.oracle,
-                           timeline=args.timeline)
+        if len(folders) > 1:
+            p = predict_median(folders, args.gpu, gpus_per_node=args.gpus_per_node, timeline=args.timeline)
+        else:
+            p = predict_folder(folders[0], args.gpu, gpus_per_node=args.gpus_per_node, oracle=args.oracle,
+                               timeline=args.timeline)
     except catalog.UnknownGPU as e:
         print(f"maya: unknown GPU {e.name!r}; see 'maya gpus'", file=sys.stderr)
         return 2
@@ -171,6 +183,9 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     ms = 1e3
     print(f"{p.gpu}: step {p.step_time_s * ms:.2f} ms (median of {len(p.steps_s)} steady steps: "
           + ", ".join(f"{s * ms:.2f}" for s in p.steps_s) + ")")
+    if len(p.emulations_s) > 1:
+        print(f"  median of {len(p.emulations_s)} emulations: " + ", ".join(f"{s * ms:.2f}" for s in p.emulations_s)
+              + " ms")
     for k, v in p.breakdown.items():
         print(f"  {k.removesuffix('_s').replace('_', ' '):24} {v * ms:9.2f} ms")
     gib = 2**30

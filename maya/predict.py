@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ class Prediction:
     peak_memory_bytes: list[int]
     capacity_bytes: int
     confidence: dict[str, float]
+    emulations_s: tuple[float, ...] = ()  # the step time of each emulation (several: this is their median's)
 
     @property
     def fits(self) -> bool:
@@ -59,7 +61,8 @@ class Prediction:
     def to_json(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "step_time_s": self.step_time_s, "steps_s": list(self.steps_s),
                 "breakdown": self.breakdown, "peak_memory_bytes": self.peak_memory_bytes,
-                "capacity_bytes": self.capacity_bytes, "fits": self.fits, "confidence": self.confidence}
+                "capacity_bytes": self.capacity_bytes, "fits": self.fits, "confidence": self.confidence,
+                "emulations_step_time_s": list(self.emulations_s or (self.step_time_s,))}
 
 
 def rank_traces(folder: Path) -> list[Trace]:
@@ -160,6 +163,21 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     return Prediction(g.name, st.step_s, st.steps, st.breakdown, _peaks(job.summary, traces),
                       g.memory_bytes - g.reserved_bytes,
                       {k: v / total for k, v in sorted(job.weights.items())})
+
+
+def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | None = None,
+                   timeline: Path | None = None, host: HostModel | None = None) -> Prediction:
+    """The prediction of median step time over several emulations of one job (the lower of the
+    two middle ones for an even count; its timeline written), with each one's step time in
+    ``emulations_s``.  Why: the emulating CPU's speed drifts over minutes, so one emulation in a
+    few runs its host delays 20-35% slow while its probe before the job reads as usual."""
+    if not folders:
+        raise PredictError("no emulation to predict from")
+    runs = [(predict_folder(f, gpu, gpus_per_node=gpus_per_node, host=host), f) for f in folders]
+    best, folder = sorted(runs, key=lambda run: run[0].step_time_s)[(len(runs) - 1) // 2]
+    if timeline is not None:
+        best = predict_folder(folder, gpu, gpus_per_node=gpus_per_node, host=host, timeline=timeline)
+    return replace(best, emulations_s=tuple(p.step_time_s for p, _ in runs))
 
 
 _LOADED: dict[str, estimators.Estimators] = {}

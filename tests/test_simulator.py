@@ -297,3 +297,22 @@ def test_maya_predict_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert again["step_time_s"] == out["step_time_s"]
     assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--from", str(tmp_path)]) == 2
     assert "no rank<R>.mayatrace" in capsys.readouterr().err
+
+
+@requires_library
+def test_maya_predict_repeat_keeps_the_median_emulation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(PREDICT_SCRIPT)
+    out = tmp_path / "out"
+    timeline = tmp_path / "timeline.json"
+    assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--json", "--repeat", "3", "--out", str(out),
+                     "--timeline", str(timeline), "--", sys.executable, str(script)]) == 0
+    p = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    each = p["emulations_step_time_s"]
+    assert len(each) == 3 and p["step_time_s"] == sorted(each)[1]
+    assert all((out / f"run{k}" / "summary.json").is_file() for k in range(3)) and timeline.is_file()
+    # Each emulation replays on its own to the step time listed for it.
+    assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--json", "--from", str(out / "run1")]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["step_time_s"] == each[1]
+    assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--repeat", "2", "--from", str(out / "run0")]) == 2
+    assert "--repeat K needs" in capsys.readouterr().err
