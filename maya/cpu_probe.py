@@ -16,8 +16,9 @@ as the replay's steadied delays leave it out (the quickest steady step).
 The median of the batches caught such bursts: one probe in eight read 1.5
 times its usual figure while the emulation after it ran at its usual speed.
 Even the quickest batch was 1.4 to 1.8 times its usual figure in 3 of 224
-emulations, whose own host delays were as usual, and the replay took their
-hosts for up to 45% too quick.  So a reading well above the calibrating CPU's
+emulations, whose own host delays were as usual, and the replay shrank
+their delays to as little as 0.55 of what they were (an H200 cnn-w32
+prediction came out 30% short).  So a reading well above the calibrating CPU's
 (:func:`reference_ns`, ``DISTURBED`` times it) is taken again after the job,
 and the quicker of the two kept (:func:`steadier`): a CPU that really is
 slower reads slow both times.
