@@ -37,6 +37,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from statistics import median
 
@@ -53,9 +54,8 @@ from maya.predictor.host import (  # noqa: E402
     CALIBRATION,
     CALL_SCALES,
     SLOWDOWNS,
-    HostModel,
+    calibrated_host,
     fit_host,
-    server_call_ns,
     step_host_times_ns,
 )
 from maya.predictor.trace import Kind  # noqa: E402
@@ -87,14 +87,10 @@ def replayed_host_s(job: Job, steps: int, calls: dict[str, float], launch: dict[
     call scale (CALL_SCALES, columns), for delays emulated on a CPU whose probe reads
     ``reference_probe_ns``."""
     out = np.zeros((len(SLOWDOWNS), len(CALL_SCALES)))
-    call_ns = server_call_ns(calls)
-    nominal = HostModel()
+    base = calibrated_host({"call_ns": calls, "launch": launch}, reference_probe_ns)
     for i, f in enumerate(SLOWDOWNS):
         for j, m in enumerate(CALL_SCALES):
-            host = HostModel(float(f), call_ns, 0.0, reference_probe_ns=reference_probe_ns, call_scale=float(m),
-                             launch_latency_ns=launch.get("latency_ns", nominal.launch_latency_ns),
-                             launch_gap_ns=launch.get("gap_ns", nominal.launch_gap_ns))
-            result = job.replay(host)[0]
+            result = job.replay(replace(base, slowdown=float(f), call_scale=float(m)))[0]
             out[i, j] = median(step_host_times_ns(job.traces[0], result, steps)[STEADY_FROM:]) / 1e9
     return out
 

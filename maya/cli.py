@@ -154,8 +154,9 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     if args.repeat < 1 or (args.repeat > 1 and args.source is not None):
         print("maya predict: --repeat K needs K >= 1 and a command to emulate (not --from)", file=sys.stderr)
         return 2
-    folders = [args.source] if args.source is not None else []
-    if args.source is None:
+    if args.source is not None:
+        folders = [args.source]
+    else:
         out = args.out or Path(tempfile.mkdtemp(prefix="maya-predict-"))
         folders = [out] if args.repeat == 1 else [out / f"run{k}" for k in range(args.repeat)]
         for folder in folders:

@@ -49,11 +49,12 @@ import pickle
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -469,14 +470,17 @@ def _cache_path(gpu: GPU, purpose: str, table: _Table, directory: Path | None, s
     return (directory or cache_dir()) / f"{gpu.name}-{purpose}-{h.hexdigest()[:24]}{suffix}"
 
 
-def _replace(path: Path, data: bytes) -> None:
-    """Write ``path`` whole (no reader sees half a file) and remove the stale ones it replaces."""
+@contextmanager
+def _replacing(path: Path) -> Iterator[BinaryIO]:
+    """A file to write ``path`` through, in place once whole (no reader sees half a file); the
+    stale ones it replaces are removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     stem = path.name.rsplit("-", 1)[0]
     for old in path.parent.glob(f"{stem}-*{path.suffix}"):  # one per GPU and purpose: a fit is hundreds of MB
         old.unlink(missing_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(data)
+    with open(tmp, "wb") as f:
+        yield f
     os.replace(tmp, path)
 
 
@@ -492,7 +496,8 @@ def _cached_fit(gpu: GPU, purpose: str, table: _Table, directory: Path | None) -
         except Exception:  # a cache file from an interrupted write or another version: refit
             pass
     est = Estimators.fit(gpu.name, table.rows())
-    _replace(path, pickle.dumps(est, protocol=pickle.HIGHEST_PROTOCOL))
+    with _replacing(path) as f:
+        pickle.dump(est, f, protocol=pickle.HIGHEST_PROTOCOL)
     return est
 
 
@@ -508,7 +513,8 @@ def _family_sizes(gpu: GPU, table: _Table, directory: Path | None) -> dict[str, 
     points = _points(r for r in table.rows() if not r.source.startswith("held-out:"))
     by_family = _training_points(points)
     sizes = {fam: len(by_family.get(fam, [])) for fam in F.FITTED}
-    _replace(path, json.dumps(sizes, sort_keys=True).encode())
+    with _replacing(path) as f:
+        f.write(json.dumps(sizes, sort_keys=True).encode())
     return sizes
 
 

@@ -35,6 +35,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -110,11 +111,18 @@ def host_model(gpu: str, path: Path = CALIBRATION) -> HostModel:
     m = calibration.get("machines", {}).get(gpu)
     if not m:
         return HostModel()
-    launch = m.get("launch", {})
-    return HostModel(float(m["slowdown"]), server_call_ns(m.get("call_ns", {})), 0.0,
-                     f"calibrated on {m['configs']} measured configurations",
-                     calibration.get("emulating_cpu", {}).get("host_probe_ns"), float(m.get("call_scale", 1.0)),
-                     float(launch.get("latency_ns", LAUNCH_LATENCY_NS)), float(launch.get("gap_ns", LAUNCH_GAP_NS)))
+    return calibrated_host(m, calibration.get("emulating_cpu", {}).get("host_probe_ns"))
+
+
+def calibrated_host(machine: Mapping[str, Any], reference_probe_ns: float | None) -> HostModel:
+    """The host of one ``machines`` entry of a calibration (call costs, factors, launch times
+    where measured, else the nominal ones) for delays emulated on a CPU whose probe read
+    ``reference_probe_ns``."""
+    launch = machine.get("launch", {})
+    return HostModel(float(machine.get("slowdown", 1.0)), server_call_ns(machine.get("call_ns", {})), 0.0,
+                     f"calibrated on {machine.get('configs', 0)} measured configurations", reference_probe_ns,
+                     float(machine.get("call_scale", 1.0)), float(launch.get("latency_ns", LAUNCH_LATENCY_NS)),
+                     float(launch.get("gap_ns", LAUNCH_GAP_NS)))
 
 
 def step_host_times_ns(trace: Trace, result: RankResult, steps: int) -> list[float]:
