@@ -137,6 +137,25 @@ def step_host_times_ns(trace: Trace, result: RankResult, steps: int) -> list[flo
     return [float(result.issue[b] - result.released[a]) for a, b in zip(syncs[:-1], syncs[1:], strict=True)]
 
 
+def steady_step_delays(trace: Trace) -> tuple[npt.NDArray[np.int64], list[tuple[int, int]], list[float]]:
+    """The emulated host delays of each steady step: (the records in replay order, each steady
+    step's span of that order, the sum of the host delays inside it, ns).  No steady steps found:
+    empty spans."""
+    order = replay_order(trace)
+    try:
+        steps, records = trace_steps(trace)
+    except ValueError:
+        return order, [], []
+    t = trace.records["t_ns"][order].astype(np.float64)
+    gaps = np.zeros(len(order))
+    gaps[1:] = np.maximum(t[1:] - (t[:-1] + trace.records["dur_ns"][order][:-1]), 0.0)
+    ends = [*steps.starts[1:], steps.starts[-1] + steps.period]
+    cuts = [(float(trace.records["t_ns"][records[a]]), float(trace.records["t_ns"][records[b]]))
+            for a, b in zip(steps.starts, ends, strict=True) if b < len(records)]
+    spans = [(int(np.searchsorted(t, lo)), int(np.searchsorted(t, hi))) for lo, hi in cuts]
+    return order, spans, [float(gaps[a:b].sum()) for a, b in spans]
+
+
 def quiet_gap_scale(trace: Trace) -> npt.NDArray[np.float64]:
     """A factor on the host delay before each record (by record index): each steady step's delays
     are scaled to add up to those of the quickest steady step (1 outside the steady steps).
@@ -145,19 +164,7 @@ def quiet_gap_scale(trace: Trace) -> npt.NDArray[np.float64]:
     slow several consecutive steps of an emulation twofold, while the steps themselves repeat the
     same host work; the quickest step is the one it spared most."""
     scale = np.ones(len(trace.records))
-    try:
-        steps, records = trace_steps(trace)
-    except ValueError:
-        return scale
-    order = replay_order(trace)
-    t = trace.records["t_ns"][order].astype(np.float64)
-    gaps = np.zeros(len(order))
-    gaps[1:] = np.maximum(t[1:] - (t[:-1] + trace.records["dur_ns"][order][:-1]), 0.0)
-    ends = [*steps.starts[1:], steps.starts[-1] + steps.period]
-    cuts = [(float(trace.records["t_ns"][records[a]]), float(trace.records["t_ns"][records[b]]))
-            for a, b in zip(steps.starts, ends, strict=True) if b < len(records)]
-    spans = [(int(np.searchsorted(t, lo)), int(np.searchsorted(t, hi))) for lo, hi in cuts]
-    totals = [float(gaps[a:b].sum()) for a, b in spans]
+    order, spans, totals = steady_step_delays(trace)
     quickest = min(totals, default=0.0)
     for (a, b), total in zip(spans, totals, strict=True):
         if total > 0:

@@ -19,7 +19,9 @@ from maya.predictor.host import (
     HostModel,
     fit_host,
     host_model,
+    quiet_gap_scale,
     server_call_ns,
+    steady_step_delays,
     step_host_times_ns,
 )
 from maya.predictor.simulator import CALL_NS, simulate
@@ -66,6 +68,19 @@ def test_replayed_host_time_per_step(tmp_path: Path) -> None:
     kernels = trace.of_kind(Kind.KERNEL).tolist()
     (held,) = simulate([trace], [{k: 1e6 for k in kernels[0::3]}], lambda *_: 0.0, call_ns={}, default_call_ns=0.0)
     assert step_host_times_ns(trace, held, 5) == pytest.approx([1_065_000.0 + 3000 * s for s in range(5)])
+
+
+def test_each_steady_step_is_steadied_to_the_quickest(tmp_path: Path) -> None:
+    trace = read_trace(loop_trace(tmp_path / "r.mayatrace", steps=6))
+    order, spans, totals = steady_step_delays(trace)
+    # Step s's delays: 60 + 3 s us, and 5 us before its synchronisation; the last step has no end.
+    assert totals == pytest.approx([65_000.0 + 3000 * s for s in range(5)])
+    scale = quiet_gap_scale(trace)
+    inside = np.zeros(len(scale), bool)
+    for (a, b), total in zip(spans, totals, strict=True):
+        assert scale[order[a:b]] == pytest.approx(65_000.0 / total)
+        inside[order[a:b]] = True
+    assert (scale[~inside] == 1.0).all()
 
 
 def test_fit_host_separates_delays_from_calls() -> None:

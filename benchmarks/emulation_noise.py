@@ -1,0 +1,92 @@
+"""How much one emulation's host delays differ from the next on this machine: the floor under
+the error of a host-bound prediction.
+
+    python benchmarks/emulation_noise.py [--runs 10] [--configs cnn-w32,gpt-s512] [--work DIR]
+
+Emulates each configuration ``--runs`` times (interleaved, back to back) for the H100 and reads
+what the replay steadies the host delays to: the quickest steady step's emulated delays
+(:func:`maya.predictor.host.steady_step_delays`).  It prints, per configuration, their median,
+coefficient of variation and worst run over the median, the spread of medians of three
+(what ``maya predict --repeat 3`` and step_accuracy.py take), and how far the emulation's own
+``maya.cpu_probe`` reading and the emulation just before it (lag-1 autocorrelation, each run
+over its configuration's median) foretell a run: a probe that tracked the noise could correct
+for it, and neighbours alike in time would mean the machine drifts over minutes.  Saves
+benchmarks/results/emulation_noise.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.step_truth import emulate, measured  # noqa: E402
+from maya.predict import prepare  # noqa: E402
+from maya.predictor.host import steady_step_delays  # noqa: E402
+
+GPU = "H100-SXM-80GB"
+RESULTS = ROOT / "benchmarks" / "results" / "emulation_noise.json"
+
+
+def summarise(runs: list[dict], names: list[str]) -> dict[str, dict[str, float]]:
+    """Per configuration: the quickest steps' median, CV, worst over median, the range of the
+    medians of consecutive triples (over the median), and their correlation with the probe."""
+    out = {}
+    for name in names:
+        q = np.array([r["quickest_ms"] for r in runs if r["name"] == name])
+        probes = np.array([r["probe_ns"] or np.nan for r in runs if r["name"] == name])
+        triples = [float(np.median(q[i:i + 3])) for i in range(0, len(q) - 2, 3)]
+        m = float(np.median(q))
+        out[name] = {"runs": len(q), "median_ms": m, "cv": float(q.std() / q.mean()),
+                     "worst_over_median": float(q.max() / m),
+                     "median_of_3_range": (max(triples) - min(triples)) / m if triples else None,
+                     "probe_correlation": float(np.corrcoef(q, probes)[0, 1]) if np.isfinite(probes).all() else None}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=10, help="emulations per configuration (default %(default)s)")
+    ap.add_argument("--configs", default="cnn-w32,gpt-s512", help="measured configurations (default %(default)s)")
+    ap.add_argument("--work", type=Path, default=None, help="emulations kept here (reused when present)")
+    a = ap.parse_args()
+    known = {m.name: m for m in measured(GPU)}
+    names = a.configs.split(",")
+    if unknown := [n for n in names if n not in known]:
+        raise SystemExit(f"no measured configuration named {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    work = a.work or Path(tempfile.mkdtemp(prefix="maya-emulation-noise-"))
+    runs = []
+    for k in range(a.runs):
+        for name in names:
+            t0 = time.time()
+            job = prepare(emulate(known[name].argv, GPU, 1, work / name / f"run{k}"), GPU)
+            totals = steady_step_delays(job.traces[0])[2]
+            runs.append({"name": name, "run": k, "started": t0, "probe_ns": job.host_probe_ns,
+                         "quickest_ms": min(totals) / 1e6, "steps_ms": [x / 1e6 for x in totals]})
+            print(f"{name:10s} run {k:2d}  quickest steady step {runs[-1]['quickest_ms']:6.2f} ms of delays  "
+                  f"probe {job.host_probe_ns or float('nan'):7.1f} ns", flush=True)
+    summary = summarise(runs, names)
+    typical = {n: s["median_ms"] for n, s in summary.items()}
+    seq = np.array([r["quickest_ms"] / typical[r["name"]] for r in runs])
+    lag1 = float(np.corrcoef(seq[:-1], seq[1:])[0, 1]) if len(seq) > 2 else None
+    for name, s in summary.items():
+        print(f"{name:10s} median {s['median_ms']:6.2f} ms  CV {s['cv']:.1%}  worst {s['worst_over_median']:.2f}x  "
+              f"medians of 3 within {s['median_of_3_range'] or 0:.1%}  probe correlation "
+              f"{s['probe_correlation'] if s['probe_correlation'] is not None else float('nan'):+.2f}")
+    print(f"lag-1 autocorrelation of consecutive emulations: {lag1:+.2f}" if lag1 is not None else "")
+    RESULTS.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv), "gpu": GPU,
+                                   "summary": summary, "lag1_autocorrelation": lag1, "runs": runs}, indent=1) + "\n")
+    print(f"saved {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
