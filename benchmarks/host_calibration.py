@@ -19,7 +19,7 @@ taken with the factors fitted on the other example models (leave one model
 out), which is the error to expect for a model the calibration never saw.
 ``sensitivity`` says how much a configuration's host time follows the
 slowdown (1: all emulated host work; 0: calls or waiting for the device).
-Each configuration is emulated three times and the run of median host time
+Each configuration is emulated five times and the run of median host time
 kept (:func:`typical_emulation`).  The factors refer to this machine's CPU
 as the median of the emulations' ``maya.cpu_probe`` read it (each
 emulation's delays rescaled by that over its own probe), and the reference
@@ -120,7 +120,7 @@ def typical_emulation(argv: list[str], gpu: str, folder: Path, n: int) -> Job:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, default=None, help="emulations kept here (reused when present)")
-    ap.add_argument("--emulations", type=int, default=3, help="emulations per configuration (default %(default)s)")
+    ap.add_argument("--emulations", type=int, default=5, help="emulations per configuration (default %(default)s)")
     a = ap.parse_args()
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-host-calibration-"))
     gpus = sorted(p.name for p in DATA.iterdir() if p.is_dir())

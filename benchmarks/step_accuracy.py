@@ -4,15 +4,16 @@
 
 Ground truth (benchmarks/step_truth.py): the examples at their default,
 held-out and three more sizes on H100s, the median over fresh processes
-on six machines (14 to 16 runs) of each run's median steady step, with the
+on eight machines (14 to 22 runs) of each run's median steady step, with the
 run-to-run spread and how closely the runs fix their median (its 90%
 bootstrap interval: the server's host speed drifts, so a host-bound size's
 median is known to +-10% at best); and
 the 2-rank DDP example on 2 x H200 (benchmarks/data/gpu_fidelity, one
 unprofiled run).  The targets are judged on those; the same examples and
-sizes measured on H200s (10 runs each, over five campaigns) are predicted too, and
+sizes measured on H200s (10 to 13 runs each, over six campaigns) are predicted too, and
 summed up apart (``H200-SXM-141GB``), to show the method on a second GPU.
-Each configuration is emulated here ``--repeat`` times (default 3) with the same
+Each configuration is emulated here ``--repeat`` times (default 5: one emulation's host
+delays are off by a factor of its own, benchmarks/emulation_noise.py) with the same
 arguments (for 8 steps) and predicted as ``maya predict --repeat`` does (the
 emulation of median step time; the first emulation's own error is reported
 beside it): the estimators of the
@@ -138,7 +139,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="case names, comma-separated")
     ap.add_argument("--work", type=Path, default=None)
-    ap.add_argument("--repeat", type=int, default=3, help="emulations per case (default %(default)s)")
+    ap.add_argument("--repeat", type=int, default=5, help="emulations per case (default %(default)s)")
     a = ap.parse_args()
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-step-accuracy-"))
     recorded = work / "recorded"
@@ -196,7 +197,7 @@ def main() -> int:
     if wanted:  # a subset: the saved results stay those of the whole benchmark
         return 0
     path = ROOT / "benchmarks" / "results" / "step_accuracy.json"
-    path.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": "python benchmarks/step_accuracy.py",
+    path.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": " ".join(["python benchmarks/step_accuracy.py", *sys.argv[1:]]),
                                 "summary": summary, "cases": rows}, indent=1) + "\n")
     print(f"saved {path}")
     return 0
