@@ -7,7 +7,7 @@ Emulates each configuration ``--runs`` times (interleaved, back to back) for the
 what the replay steadies the host delays to: the quickest steady step's emulated delays
 (:func:`maya.predictor.host.steady_step_delays`).  It prints, per configuration, their median,
 coefficient of variation and worst run over the median, the spread of medians of three
-(what ``maya predict --repeat 3`` and step_accuracy.py take), and how far the emulation's own
+(what ``maya predict --repeat 3`` takes), and how far the emulation's own
 ``maya.cpu_probe`` reading and the emulation just before it (lag-1 autocorrelation, each run
 over its configuration's median) foretell a run: a probe that tracked the noise could correct
 for it, and neighbours alike in time would mean the machine drifts over minutes.  Saves
