@@ -10,7 +10,7 @@ bootstrap interval: the server's host speed drifts, so a host-bound size's
 median is known to +-10% at best); and
 the 2-rank DDP example on 2 x H200 (benchmarks/data/gpu_fidelity, one
 unprofiled run).  The targets are judged on those; the same examples and
-sizes measured on H200s (10 to 13 runs each, over six campaigns) are predicted too, and
+sizes measured on H200s (10 to 16 runs each, over seven campaigns) are predicted too, and
 summed up apart (``H200-SXM-141GB``), to show the method on a second GPU.
 Each configuration is emulated here ``--repeat`` times (default 5: one emulation's host
 delays are off by a factor of its own, benchmarks/emulation_noise.py) with the same
