@@ -1,6 +1,6 @@
 """Adds one GPU machine's measurements to the committed ground truth.
 
-    python benchmarks/merge_lease.py --gpu H100-SXM-80GB --lease r4 [--calls DIR/call_cost.jsonl] [--campaign DIR]
+    python benchmarks/merge_lease.py --gpu H100-SXM-80GB --lease r4 [--calls DIR/call_cost.jsonl] [--campaign DIR [--new]]
 
 A lease is one lent GPU machine (its GPU's UUID names it).  Machines of one
 catalog kind differ: the host cost of a kernel launch varied 1.4x, of a GEMM
@@ -59,23 +59,25 @@ def merge_calls(gpu: str, lease: str, lines: Path, uuid: str | None) -> dict[str
     return d["ns_per_call"]
 
 
-def merge_campaign(gpu: str, lease: str, campaign: Path) -> int:
+def merge_campaign(gpu: str, lease: str, campaign: Path, new: bool = False) -> int:
     """Appends a lease's step-time runs to each configuration it measured (all or none); returns
-    how many runs."""
+    how many runs.  ``new``: a configuration not committed yet starts a file of its own (else it
+    is refused, as a misnamed one would be)."""
     folder = STEP_TIMES / gpu
     merged = {}
     for src in sorted(campaign.glob("*.json")):
         if src.name == "env.json":
             continue
         dst = folder / src.name
-        if not dst.is_file():
-            raise SystemExit(f"{src.name}: no such configuration in {folder}")
-        new, old = json.loads(src.read_text()), json.loads(dst.read_text())
-        if new["argv"] != old["argv"]:
-            raise SystemExit(f"{src.name}: command {new['argv']} differs from the committed {old['argv']}")
+        got = json.loads(src.read_text())
+        if not dst.is_file() and not new:
+            raise SystemExit(f"{src.name}: no such configuration in {folder} (--new to start it)")
+        old = json.loads(dst.read_text()) if dst.is_file() else {**got, "runs": []}
+        if got["argv"] != old["argv"]:
+            raise SystemExit(f"{src.name}: command {got['argv']} differs from the committed {old['argv']}")
         if any(r.get("campaign") == lease for r in old["runs"]):
             raise SystemExit(f"{dst} already holds lease {lease}")
-        runs = [{**r, "campaign": lease} for r in new["runs"] if r.get("results")]
+        runs = [{**r, "campaign": lease} for r in got["runs"] if r.get("results")]
         old["runs"] += runs
         merged[dst] = (old, len(runs))
     for dst, (d, _) in merged.items():
@@ -92,13 +94,14 @@ def main() -> int:
     ap.add_argument("--lease", required=True, help="a label for the machine, e.g. r4")
     ap.add_argument("--calls", type=Path, help="call_cost.jsonl from benchmarks/server_call_cost.sh")
     ap.add_argument("--campaign", type=Path, help="a step-time campaign folder")
+    ap.add_argument("--new", action="store_true", help="start the files of configurations not committed yet")
     a = ap.parse_args()
     if a.calls is None and a.campaign is None:
         ap.error("nothing to merge: give --calls, --campaign or both")
     if a.calls is not None:
         print(f"{a.gpu}: ns per call now {merge_calls(a.gpu, a.lease, a.calls, machine(a.campaign))}")
     if a.campaign is not None:
-        print(f"{a.gpu}: {merge_campaign(a.gpu, a.lease, a.campaign)} runs added from lease {a.lease}")
+        print(f"{a.gpu}: {merge_campaign(a.gpu, a.lease, a.campaign, a.new)} runs added from lease {a.lease}")
     return 0
 
 
