@@ -1,6 +1,6 @@
 """Predicted step time against the step time measured on real GPUs.
 
-    python benchmarks/step_accuracy.py [--only NAME,...] [--work DIR]
+    python benchmarks/step_accuracy.py [--only NAME,... [--merge]] [--work DIR]
 
 Ground truth (benchmarks/step_truth.py): the examples at their default,
 held-out and three more sizes on H100s, the median over fresh processes
@@ -8,8 +8,9 @@ on eight machines (14 to 22 runs) of each run's median steady step, with the
 run-to-run spread and how closely the runs fix their median (its 90%
 bootstrap interval: the server's host speed drifts, so a host-bound size's
 median is known to +-10% at best); and
-the 2-rank DDP example on 2 x H200 (benchmarks/data/gpu_fidelity, one
-unprofiled run).  The targets are judged on those; the same examples and
+the 2-rank DDP example at four sizes on 2 x H200 (``ddp*``, 2 to 6 fresh runs
+each on one machine).  The targets are judged on those; the same
+single-GPU examples and
 sizes measured on H200s (10 to 16 runs each, over seven campaigns) are predicted too, and
 summed up apart (``H200-SXM-141GB``), to show the method on a second GPU.
 Each configuration is emulated here ``--repeat`` times (default 5: one emulation's host
@@ -49,27 +50,19 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.archives import extract_all  # noqa: E402
-from benchmarks.step_truth import Measured, emulate, measured, steady  # noqa: E402
+from benchmarks.step_truth import Measured, emulate, measured  # noqa: E402
 from maya.predict import PredictError, predict_folder, predict_median, prepare  # noqa: E402
 from maya.predictor.host import HostModel, host_model  # noqa: E402
 from maya.predictor.trace import Kind  # noqa: E402
 
 GPU = "H100-SXM-80GB"
 SECOND_GPU = "H200-SXM-141GB"
-DDP = ROOT / "benchmarks" / "data" / "gpu_fidelity" / "H200-SXM-141GB" / "ddp.json"
 CALIBRATION = ROOT / "benchmarks" / "results" / "host_calibration.json"
 RECORDED = ROOT / "benchmarks" / "data" / "profile_campaign" / GPU
 
 
 def pct(x: float | None) -> str:
     return "   -   " if x is None else f"{100 * x:+6.1f}%"
-
-
-def ddp_case() -> Measured:
-    d = json.loads(DDP.read_text())
-    steps = [median(steady(run["results"][0]["step_times_s"])) for run in d["runs"]
-             if not run.get("profiled") and run.get("results")]
-    return Measured("ddp-2xH200", "H200-SXM-141GB", d["argv"], 2, steps, [])
 
 
 def busy_s(breakdown: dict[str, float]) -> float:
@@ -101,12 +94,14 @@ def recorded_busy_s(recorded: Path, emulated: Path, gpu: str) -> float | None:
 
 
 def host_for(case: Measured, calibration: dict[str, Any]) -> HostModel:
-    """The case's machine's host, with the factors fitted without the case's example model."""
-    rows = {r["name"]: r for r in calibration.get(case.gpu, {}).get("configs", [])}
+    """The case's machine's host, with the factors fitted without the case's example model
+    (examples/ddp.py trains gpt.py's model, so DDP takes gpt's)."""
+    family = {"ddp": "gpt"}.get(case.family, case.family)
+    rows = [r for r in calibration.get(case.gpu, {}).get("configs", []) if r["family"] == family]
     host = host_model(case.gpu)
-    if case.name not in rows:
+    if not rows:
         return host
-    r = rows[case.name]
+    r = rows[0]
     return replace(host, slowdown=r["slowdown_without_model"], call_scale=r["call_scale_without_model"],
                    source="leave one model out")
 
@@ -140,6 +135,8 @@ def main() -> int:
     ap.add_argument("--only", default="", help="case names, comma-separated")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--repeat", type=int, default=5, help="emulations per case (default %(default)s)")
+    ap.add_argument("--merge", action="store_true",
+                    help="with --only: put these cases' rows into the saved results (the others kept as they were)")
     a = ap.parse_args()
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-step-accuracy-"))
     recorded = work / "recorded"
@@ -148,7 +145,8 @@ def main() -> int:
     calibration = json.loads(CALIBRATION.read_text())["machines"]
     wanted = set(filter(None, a.only.split(",")))
     rows: list[dict[str, Any]] = []
-    for case in [*measured(GPU), ddp_case(), *measured(SECOND_GPU)]:
+    cases = [*measured(GPU), *measured(SECOND_GPU)]
+    for case in cases:
         if wanted and case.name not in wanted:
             continue
         meas = median(case.step_s)
@@ -191,13 +189,21 @@ def main() -> int:
               f"{pct(row.get('error'))} (first emulation {pct(row.get('single_error'))})  oracle {pct(row.get('oracle_error'))}  busy {pct(row.get('busy_error'))}"
               + (f"  idle {1e3 * row['predicted_idle_s']:5.2f} ms predicted, {1e3 * row['measured_idle_s']:5.2f} measured"
                  if "predicted_idle_s" in row else ""), flush=True)
+    path = ROOT / "benchmarks" / "results" / "step_accuracy.json"
+    command = " ".join(["python benchmarks/step_accuracy.py", *sys.argv[1:]])
+    saved: dict[str, Any] = {}
+    if wanted and a.merge:
+        saved = json.loads(path.read_text())
+        known = {(c.name, c.gpu) for c in cases} - {(r["case"], r["gpu"]) for r in rows}
+        kept = [r for r in saved["cases"] if (r["case"], r["gpu"]) in known]
+        rows = [*kept, *rows]
+        command = f"{saved['command']}; then {command} ({time.strftime('%Y-%m-%d')})"
     second = [r for r in rows if r["gpu"] == SECOND_GPU and r["processes"] == 1]
     summary = {**summarize([r for r in rows if r not in second]), SECOND_GPU: summarize(second)}
     print(json.dumps(summary))
-    if wanted:  # a subset: the saved results stay those of the whole benchmark
+    if wanted and not a.merge:  # a subset: the saved results stay those of the whole benchmark
         return 0
-    path = ROOT / "benchmarks" / "results" / "step_accuracy.json"
-    path.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": " ".join(["python benchmarks/step_accuracy.py", *sys.argv[1:]]),
+    path.write_text(json.dumps({"date": saved.get("date", time.strftime("%Y-%m-%d")), "command": command,
                                 "summary": summary, "cases": rows}, indent=1) + "\n")
     print(f"saved {path}")
     return 0

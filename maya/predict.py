@@ -30,7 +30,7 @@ from maya import catalog
 from maya.predictor import estimators
 from maya.predictor.host import HostModel, host_model, quiet_gap_scale
 from maya.predictor.iterations import trace_steps
-from maya.predictor.network import OPS, AnalyticalNccl, Collective, Fabric
+from maya.predictor.network import OPS, Collective, collective_model
 from maya.predictor.ops import device_ops, measured
 from maya.predictor.simulator import RankResult, SimulationError, simulate
 from maya.predictor.step import step_time, write_timeline
@@ -95,7 +95,7 @@ class Job:
     def replay(self, host: HostModel) -> list[RankResult]:
         """Replay on ``host``, its slowdown rescaled to the CPU this job was emulated on."""
         host = host.on_cpu(self.host_probe_ns)
-        model = AnalyticalNccl(Fabric.of(self.gpu, self.gpus_per_node))
+        model = collective_model(self.gpu, self.gpus_per_node)
         per_node = self.gpus_per_node
 
         def collective_ns(op: int, nbytes: float, members: int) -> float:

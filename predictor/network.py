@@ -4,6 +4,10 @@ A narrow interface (:class:`CollectiveModel`: one collective in, seconds out)
 so that a congestion-aware model can replace :class:`AnalyticalNccl`, which
 is alpha-beta: every algorithm step pays the link's latency, and the bytes
 each GPU must move cross its slowest link at that link's achieved rate.
+Where collectives were measured on real GPUs of the job's kind
+(``collectives.json`` beside this file), :class:`MeasuredNccl` answers from
+the measurements instead, as the kernel estimators answer profiled
+operations exactly: :func:`collective_model` picks.
 
 - Inside a node GPUs reach each other over NVLink/NVSwitch at
   ``nvlink_gbps / 2`` per direction (the catalog gives both directions).
@@ -18,11 +22,18 @@ Calibration (benchmarks/data/nccl_published/figures.json holds the figures
 with their sources, and tests/test_simulator.py checks the model on them):
 ``NVLINK_EFFICIENCY`` from ring all-reduce on 8 x H100 with NVLink SHARP off,
 368.8 GB/s of bus bandwidth over the 450 GB/s line rate (NVIDIA's NCCL
-maintainer puts the protocol overhead at ~20%, 370 GB/s); ``NVLINK_STEP_S``
-from the same system's 8-byte all-reduce, 13.7 us; ``NET_EFFICIENCY`` from
+maintainer puts the protocol overhead at ~20%, 370 GB/s); ``LAUNCH_S`` from
+the smallest collectives measured on 2 x H200 (benchmarks/data/collectives:
+8 B to 2 KiB of each kind, 5.4-7.0 us, less their LL step latency);
+``NVLINK_STEP_S`` from 8 x H100's 8-byte all-reduce, 13.7 us, less that
+launch; ``NET_EFFICIENCY`` from
 the 46-48 GB/s that NCCL reaches per 400 Gb/s NDR NIC.  Across nodes a ring
 runs one channel per rail, so a node's GPUs together cross the network at
-the rate of all its NICs.  NVLink SHARP (NVLS) all-reduce, up to ~480 GB/s on
+the rate of all its NICs.  Against the 2 x H200 measurements
+(benchmarks/collective_accuracy.py) the analytical model is 10-25% quick for
+small and very large sizes and up to 50% quick from 2 MiB to 32 MiB, where
+NCCL's bandwidth ramps up with the message (DDP's 25 MB buckets sit there):
+two GPUs need no model where they were measured.  NVLink SHARP (NVLS) all-reduce, up to ~480 GB/s on
 8 GPUs, is not modelled: the shared hosts here keep it off.  Inside training
 the all-reduces are slower than in isolation: DDP's gradient all-reduces on
 2 x H200 (benchmarks/data/gpu_fidelity/H200-SXM-141GB/ddp.json, 179.6 MB in
@@ -33,11 +44,17 @@ step is nominal; no multi-node run here measures it.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
 from maya.catalog import GPU
+
+MEASURED = Path(__file__).with_name("collectives.json")
 
 # NCCL op codes of COLL records (emulation-image/docs/nccl.md).
 OPS = {1: "all_reduce", 2: "broadcast", 3: "reduce", 4: "all_gather", 5: "reduce_scatter", 6: "all_to_all",
@@ -46,9 +63,9 @@ OPS = {1: "all_reduce", 2: "broadcast", 3: "reduce", 4: "all_gather", 5: "reduce
 NVLINK_EFFICIENCY = 0.82   # achieved / nominal per-direction NVLink bandwidth (nccl-tests ring, above)
 NET_EFFICIENCY = 0.94      # achieved / nominal NIC bandwidth (47 of 50 GB/s per NDR NIC, above)
 NIC_GBPS = 400.0           # one NIC per GPU, Gb/s (ConnectX-7 on DGX H100/H200)
-NVLINK_STEP_S = 2.3e-6     # latency per algorithm step over NVLink (8-byte all-reduce, 8 x H100, above)
+NVLINK_STEP_S = 2.06e-6    # latency per algorithm step over NVLink (8-byte all-reduce, 8 x H100, above)
 NET_STEP_S = 4.0e-6        # latency per algorithm step over the network (nominal)
-LAUNCH_S = 4.0e-6          # a collective kernel's fixed cost (nominal)
+LAUNCH_S = 5.0e-6          # a collective kernel's fixed cost (smallest collectives, 2 x H200, above)
 LL_LATENCY_FACTOR = 0.3    # LL protocol: latency per step relative to Simple's
 LL_BANDWIDTH_FACTOR = 0.5  # LL protocol: 8 bytes of flags per 8 bytes of data
 
@@ -107,6 +124,47 @@ class AnalyticalNccl:
                               + (self.fabric.gpus_per_node - 1) * self.fabric.nvlink_step_s)
             times.append(_protocols(tree_steps, 2 * c.bytes / bw))  # reduced up, broadcast down
         return LAUNCH_S + min(times)
+
+
+@dataclass(frozen=True)
+class MeasuredNccl:
+    """Collectives as measured: each (op, ranks) measured inside one node is timed by its measured
+    curve, log-log between the measured sizes (the smallest size's time below them, the last
+    segment's bandwidth above); any other collective by ``fallback``."""
+
+    curves: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]  # (op, ranks) -> (bytes, seconds), sorted
+    fallback: CollectiveModel
+
+    def seconds(self, c: Collective) -> float:
+        curve = self.curves.get((c.op, c.ranks)) if c.nodes == 1 else None
+        if curve is None:
+            return self.fallback.seconds(c)
+        b, s = curve
+        if c.bytes > b[-1]:
+            return float(s[-1] + (c.bytes - b[-1]) * (s[-1] - s[-2]) / (b[-1] - b[-2]))
+        return float(np.exp(np.interp(math.log(max(c.bytes, 1.0)), np.log(b), np.log(s))))
+
+
+def measured_curves(gpu: GPU, path: Path = MEASURED) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
+    """The curves measured on ``gpu`` or on a GPU of the same NVLink (H100 and H200 SXM: 18
+    NVLink 4 links, 900 GB/s); empty where none was."""
+    nvlink = gpu.fields.get("nvlink_gbps") or 0
+    tables = json.loads(path.read_text())["tables"]
+    table = tables.get(gpu.name) or next((t for t in tables.values() if nvlink and t["nvlink_gbps"] == nvlink), None)
+    if table is None:
+        return {}
+    points: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for op, ranks, nbytes, seconds in table["rows"]:
+        points.setdefault((op, ranks), []).append((nbytes, seconds))
+    return {k: (np.array([b for b, _ in sorted(v)], dtype=float), np.array([s for _, s in sorted(v)], dtype=float))
+            for k, v in points.items()}
+
+
+def collective_model(gpu: GPU, gpus_per_node: int | None = None) -> CollectiveModel:
+    """The model a job on ``gpu`` is timed with: measured curves where they exist, else analytical."""
+    analytical = AnalyticalNccl(Fabric.of(gpu, gpus_per_node))
+    curves = measured_curves(gpu)
+    return MeasuredNccl(curves, analytical) if curves else analytical
 
 
 def _ring(op: str, nbytes: float, n: int) -> tuple[int, float]:

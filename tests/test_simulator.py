@@ -8,7 +8,8 @@ event synchronisation and blocking copies hold the host; a collective
 starts when its last member reaches it, and the work queued behind it waits
 with it; a collective a member never reaches, and collectives reached in
 opposite orders, are reported.  Golden numbers
-for the collective model.  ``maya predict`` end to end on a small training
+for the collective model; measured collectives interpolated between their
+sizes, the analytical model where none were measured.  ``maya predict`` end to end on a small training
 script: step time, breakdown, memory, confidence, timeline, replay of a
 folder, and the error for a folder without traces.
 """
@@ -19,11 +20,12 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from emulated import requires_library
 
 from maya import catalog, cli
-from maya.predictor.network import AnalyticalNccl, Collective, Fabric
+from maya.predictor.network import AnalyticalNccl, Collective, Fabric, MeasuredNccl, collective_model
 from maya.predictor.simulator import SimulationError, simulate
 from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
 
@@ -214,21 +216,45 @@ def test_collective_model_golden_numbers() -> None:
     bw = 450e9 * 0.82
     assert fabric.nvlink_bytes_s == pytest.approx(bw)
     model = AnalyticalNccl(fabric)
-    # 2 x H200, 60 MB all-reduce: one ring step each way (2.3 us), 60 MB over 369 GB/s, 4 us of launch.
-    assert model.seconds(Collective("all_reduce", 60e6, 2)) == pytest.approx(4e-6 + 4.6e-6 + 60e6 / bw)
+    # 2 x H200, 60 MB all-reduce: one ring step each way (2.06 us), 60 MB over 369 GB/s, 5 us of launch.
+    assert model.seconds(Collective("all_reduce", 60e6, 2)) == pytest.approx(5e-6 + 4.12e-6 + 60e6 / bw)
     # 8 GPUs: 2 x 7 steps, 2 x 7/8 of the bytes.
-    assert model.seconds(Collective("all_reduce", 1e9, 8)) == pytest.approx(4e-6 + 14 * 2.3e-6 + 1.75e9 / bw)
+    assert model.seconds(Collective("all_reduce", 1e9, 8)) == pytest.approx(5e-6 + 14 * 2.06e-6 + 1.75e9 / bw)
     # Small messages take LL: 0.3 of the latency, half the bandwidth.
     assert model.seconds(Collective("all_reduce", 1024, 8)) == pytest.approx(
-        4e-6 + 0.3 * 14 * 2.3e-6 + 2 * 1792 / bw)
+        5e-6 + 0.3 * 14 * 2.06e-6 + 2 * 1792 / bw)
     # All-gather: bytes are one rank's part.
-    assert model.seconds(Collective("all_gather", 1e8, 8)) == pytest.approx(4e-6 + 7 * 2.3e-6 + 7e8 / bw)
+    assert model.seconds(Collective("all_gather", 1e8, 8)) == pytest.approx(5e-6 + 7 * 2.06e-6 + 7e8 / bw)
     # Across nodes a ring channel per rail: 8 NICs of 47 GB/s (376 GB/s) do not slow NVLink's 369;
     # the tree pays log2(nodes) network steps and moves the buffer up and down.
     multi = model.seconds(Collective("all_reduce", 1e9, 16, nodes=2))
-    tree = 2 * (4e-6 + 7 * 2.3e-6) + 2 * 1e9 / bw
-    assert multi == pytest.approx(4e-6 + min(30 * 4e-6 + 2 * 15 / 16 * 1e9 / bw, tree))
-    assert model.seconds(Collective("all_reduce", 1e9, 1)) == pytest.approx(4e-6)
+    tree = 2 * (4e-6 + 7 * 2.06e-6) + 2 * 1e9 / bw
+    assert multi == pytest.approx(5e-6 + min(30 * 4e-6 + 2 * 15 / 16 * 1e9 / bw, tree))
+    assert model.seconds(Collective("all_reduce", 1e9, 1)) == pytest.approx(5e-6)
+
+
+def test_measured_collectives_interpolate_log_log_and_fall_back() -> None:
+    fallback = AnalyticalNccl(Fabric.of(catalog.lookup("H200-SXM-141GB")))
+    curve = (np.array([1e3, 1e5, 1e7]), np.array([1e-5, 1e-5 * 10, 1e-5 * 1000]))
+    model = MeasuredNccl({("all_reduce", 2): curve}, fallback)
+    assert model.seconds(Collective("all_reduce", 1e5, 2)) == pytest.approx(1e-4)      # a measured size
+    assert model.seconds(Collective("all_reduce", 1e4, 2)) == pytest.approx(1e-5 * 10 ** 0.5)  # log-log midpoint
+    assert model.seconds(Collective("all_reduce", 1e6, 2)) == pytest.approx(1e-4 * 10)  # slope 1.5 in log-log
+    assert model.seconds(Collective("all_reduce", 8, 2)) == pytest.approx(1e-5)        # below: the smallest's time
+    # Above the largest: the last segment's bandwidth, 9.9 ms per 9.9 MB.
+    assert model.seconds(Collective("all_reduce", 2e7, 2)) == pytest.approx(1e-2 + 1e7 * (1e-2 - 1e-4) / (1e7 - 1e5))
+    for other in (Collective("all_reduce", 1e5, 4), Collective("all_gather", 1e5, 2),
+                  Collective("all_reduce", 1e5, 2, nodes=2)):
+        assert model.seconds(other) == fallback.seconds(other)
+
+
+def test_collective_model_measured_where_the_nvlink_was() -> None:
+    """H200 was measured (predictor/collectives.json); the H100 has the same NVLink, the A100 and B200 not."""
+    assert isinstance(collective_model(catalog.lookup("H200-SXM-141GB"), 8), MeasuredNccl)
+    h100 = collective_model(catalog.lookup("H100-SXM-80GB"), 8)
+    assert isinstance(h100, MeasuredNccl) and ("all_reduce", 2) in h100.curves and ("recv", 2) in h100.curves
+    assert isinstance(collective_model(catalog.lookup("A100-SXM-80GB"), 8), AnalyticalNccl)
+    assert isinstance(collective_model(catalog.lookup("B200"), 8), AnalyticalNccl)
 
 
 def busbw_gbs(model: AnalyticalNccl, op: str, nbytes: float, ranks: int, nodes: int = 1) -> float:
