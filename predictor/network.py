@@ -32,13 +32,13 @@ runs one channel per rail, so a node's GPUs together cross the network at
 the rate of all its NICs.  Against the 2 x H200 measurements
 (benchmarks/collective_accuracy.py) the analytical model is 10-25% quick for
 small and very large sizes and up to 50% quick from 2 MiB to 32 MiB, where
-NCCL's bandwidth ramps up with the message (DDP's 25 MB buckets sit there):
+NCCL's bandwidth ramps up with the message (DDP's 29 MB buckets sit there):
 two GPUs need no model where they were measured.  NVLink SHARP (NVLS) all-reduce, up to ~480 GB/s on
-8 GPUs, is not modelled: the shared hosts here keep it off.  Inside training
-the all-reduces are slower than in isolation: DDP's gradient all-reduces on
-2 x H200 (benchmarks/data/gpu_fidelity/H200-SXM-141GB/ddp.json, 179.6 MB in
-674.8 us of NCCL kernel time) reached 266 GB/s, 0.72 of this model's rate,
-sharing SMs and memory with the backward pass.  The network's latency per
+8 GPUs, is not modelled: the shared hosts here keep it off.  In training,
+DDP's three gradient all-reduces on 2 x H200 (29.4, 120.8 and 29.4 MB,
+benchmarks/data/gpu_fidelity/H200-SXM-141GB/ddp.json, the rank that did not
+wait for its peer) took 674.8 us of NCCL kernel time; the measured curves
+give 697 us (+3%), the analytical model 514 us (-24%).  The network's latency per
 step is nominal; no multi-node run here measures it.
 """
 
