@@ -30,8 +30,8 @@ launch; ``NET_EFFICIENCY`` from
 the 46-48 GB/s that NCCL reaches per 400 Gb/s NDR NIC.  Across nodes a ring
 runs one channel per rail, so a node's GPUs together cross the network at
 the rate of all its NICs.  Against the 2 x H200 measurements
-(benchmarks/collective_accuracy.py) the analytical model is 10-25% quick for
-small and very large sizes and up to 50% quick from 2 MiB to 32 MiB, where
+(benchmarks/collective_accuracy.py) the analytical model is 9.6% quick
+(median of 60 sizes) and up to 51% quick from 2 MiB to 32 MiB, where
 NCCL's bandwidth ramps up with the message (DDP's 29 MB buckets sit there):
 two GPUs need no model where they were measured.  NVLink SHARP (NVLS) all-reduce, up to ~480 GB/s on
 8 GPUs, is not modelled: the shared hosts here keep it off.  In training,

@@ -3,7 +3,7 @@
 Covers: call-cost runs appended with their lease and machine, the medians over every run; a
 campaign's runs appended to the configurations it measured, tagged with the lease, its probe kept
 beside them and left out of the configurations (benchmarks/step_truth.py); a lease merged twice,
-an unknown configuration and a changed command refused.
+an unknown configuration (unless asked to start it) and a changed command refused.
 """
 
 from __future__ import annotations
@@ -83,6 +83,14 @@ def test_a_campaign_that_does_not_match_is_refused(data: Path) -> None:
     (other / "cnn.json").rename(other / "gpt.json")
     with pytest.raises(SystemExit, match="gpt.json: no such configuration"):
         merge_lease.merge_campaign(GPU, "r6", other)
+
+
+def test_a_new_configuration_starts_its_file_when_asked(data: Path) -> None:
+    folder = campaign(data / "x1", ["examples/ddp.py"], 0.015)
+    (folder / "cnn.json").rename(folder / "ddp.json")
+    assert merge_lease.merge_campaign(GPU, "x1", folder, new=True) == 2
+    ddp = {m.name: m for m in step_truth.measured(GPU)}["ddp"]
+    assert ddp.argv == ["examples/ddp.py"] and ddp.step_s == pytest.approx([0.015, 0.015])
 
 
 def test_the_oracle_jobs_are_the_measured_configurations() -> None:
