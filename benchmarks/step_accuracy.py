@@ -135,6 +135,10 @@ def main() -> int:
     ap.add_argument("--only", default="", help="case names, comma-separated")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--repeat", type=int, default=5, help="emulations per case (default %(default)s)")
+    ap.add_argument("--family-speed", type=Path, default=None, metavar="JSON",
+                    help="benchmarks/results/emulating_machine.json: predict as if the CPU probe had read this "
+                         "machine's speed on the case's model family, as measured there (an analysis of how much "
+                         "of an error the emulating machine makes; saved apart, as step_accuracy-family-speed.json)")
     ap.add_argument("--merge", action="store_true",
                     help="with --only: put these cases' rows into the saved results (the others kept as they were)")
     a = ap.parse_args()
@@ -144,6 +148,7 @@ def main() -> int:
         extract_all(RECORDED, recorded, ("oracle",))
     calibration = json.loads(CALIBRATION.read_text())["machines"]
     wanted = set(filter(None, a.only.split(",")))
+    speed = json.loads(a.family_speed.read_text()) if a.family_speed else None
     rows: list[dict[str, Any]] = []
     cases = [*measured(GPU), *measured(SECOND_GPU)]
     for case in cases:
@@ -154,6 +159,10 @@ def main() -> int:
                    for k in range(a.repeat)]
         out = folders[0]
         host = host_for(case, calibration)
+        if speed:
+            family = {"ddp": "gpt"}.get(case.family, case.family)
+            ratio = speed["summary"]["probe_ratio_median"] / speed["summary"]["job_ratio_by_family"][family]
+            host = replace(host, slowdown=host.slowdown * ratio)
         t0 = time.perf_counter()
         row: dict[str, Any] = {"case": case.name, "gpu": case.gpu, "processes": case.processes, "argv": case.argv,
                                "measured_s": meas, "spread": case.spread, "runs": len(case.step_s),
@@ -189,10 +198,10 @@ def main() -> int:
               f"{pct(row.get('error'))} (first emulation {pct(row.get('single_error'))})  oracle {pct(row.get('oracle_error'))}  busy {pct(row.get('busy_error'))}"
               + (f"  idle {1e3 * row['predicted_idle_s']:5.2f} ms predicted, {1e3 * row['measured_idle_s']:5.2f} measured"
                  if "predicted_idle_s" in row else ""), flush=True)
-    path = ROOT / "benchmarks" / "results" / "step_accuracy.json"
+    path = ROOT / "benchmarks" / "results" / ("step_accuracy-family-speed.json" if speed else "step_accuracy.json")
     command = " ".join(["python benchmarks/step_accuracy.py", *sys.argv[1:]])
     saved: dict[str, Any] = {}
-    if wanted and a.merge:
+    if wanted and a.merge and not speed:
         saved = json.loads(path.read_text())
         known = {(c.name, c.gpu) for c in cases} - {(r["case"], r["gpu"]) for r in rows}
         kept = [r for r in saved["cases"] if (r["case"], r["gpu"]) in known]
@@ -201,7 +210,7 @@ def main() -> int:
     second = [r for r in rows if r["gpu"] == SECOND_GPU and r["processes"] == 1]
     summary = {**summarize([r for r in rows if r not in second]), SECOND_GPU: summarize(second)}
     print(json.dumps(summary))
-    if wanted and not a.merge:  # a subset: the saved results stay those of the whole benchmark
+    if wanted and not a.merge and not speed:  # a subset: the saved results stay those of the whole benchmark
         return 0
     path.write_text(json.dumps({"date": saved.get("date", time.strftime("%Y-%m-%d")), "command": command,
                                 "summary": summary, "cases": rows}, indent=1) + "\n")
