@@ -195,6 +195,8 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
         print(f"  rank {r} peak memory {peak / gib:.2f} GiB of {p.capacity_bytes / gib:.2f} GiB: {verdict}")
     if p.confidence:
         print("  device time by estimate confidence: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in p.confidence.items()))
+    if p.collective_models:  # measured: NCCL timed on GPUs of this NVLink (maya/predictor/collectives.json)
+        print("  collective time by model: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in p.collective_models.items()))
     if args.timeline:
         print(f"  timeline: {args.timeline} (open in ui.perfetto.dev)")
     return 0

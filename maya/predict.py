@@ -19,7 +19,7 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from maya import catalog
 from maya.predictor import estimators
 from maya.predictor.host import HostModel, host_model, quiet_gap_scale
 from maya.predictor.iterations import trace_steps
-from maya.predictor.network import OPS, Collective, collective_model
+from maya.predictor.network import OPS, Collective, MeasuredNccl, collective_model
 from maya.predictor.ops import device_ops, measured
 from maya.predictor.simulator import RankResult, SimulationError, simulate
 from maya.predictor.step import step_time, write_timeline
@@ -53,6 +53,7 @@ class Prediction:
     capacity_bytes: int
     confidence: dict[str, float]
     emulations_s: tuple[float, ...] = ()  # the step time of each emulation (several: this is their median's)
+    collective_models: dict[str, float] = field(default_factory=dict)  # share of collective time by model
 
     @property
     def fits(self) -> bool:
@@ -62,7 +63,8 @@ class Prediction:
         return {"gpu": self.gpu, "step_time_s": self.step_time_s, "steps_s": list(self.steps_s),
                 "breakdown": self.breakdown, "peak_memory_bytes": self.peak_memory_bytes,
                 "capacity_bytes": self.capacity_bytes, "fits": self.fits, "confidence": self.confidence,
-                "emulations_step_time_s": list(self.emulations_s or (self.step_time_s,))}
+                "emulations_step_time_s": list(self.emulations_s or (self.step_time_s,)),
+                "collective_models": self.collective_models}
 
 
 def rank_traces(folder: Path) -> list[Trace]:
@@ -86,6 +88,7 @@ class Job:
     gpus_per_node: int
     gap_scale: list[npt.NDArray[np.float64]]  # per rank (maya.predictor.host.quiet_gap_scale)
     summary: dict[str, Any]  # the run's summary.json ({} where there is none)
+    collective_ns: dict[str, float] = field(default_factory=dict)  # by model, "measured" or "analytical" (last replay)
 
     @property
     def host_probe_ns(self) -> float | None:
@@ -98,9 +101,14 @@ class Job:
         model = collective_model(self.gpu, self.gpus_per_node)
         per_node = self.gpus_per_node
 
+        self.collective_ns.clear()
+
         def collective_ns(op: int, nbytes: float, members: int) -> float:
-            nodes = max(1, math.ceil(members / per_node))
-            return model.seconds(Collective(OPS.get(op, "all_reduce"), nbytes, members, nodes)) * 1e9
+            c = Collective(OPS.get(op, "all_reduce"), nbytes, members, max(1, math.ceil(members / per_node)))
+            ns = model.seconds(c) * 1e9
+            kind = "measured" if isinstance(model, MeasuredNccl) and model.covers(c) else "analytical"
+            self.collective_ns[kind] = self.collective_ns.get(kind, 0.0) + ns
+            return ns
 
         try:
             return simulate(self.traces, self.durations, collective_ns, host_slowdown=host.slowdown,
@@ -160,9 +168,11 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     if timeline is not None:
         write_timeline(timeline, traces, results, job.labels)
     total = sum(job.weights.values()) or 1.0
+    collectives = sum(job.collective_ns.values()) or 1.0
     return Prediction(g.name, st.step_s, st.steps, st.breakdown, _peaks(job.summary, traces),
                       g.memory_bytes - g.reserved_bytes,
-                      {k: v / total for k, v in sorted(job.weights.items())})
+                      {k: v / total for k, v in sorted(job.weights.items())},
+                      collective_models={k: v / collectives for k, v in sorted(job.collective_ns.items())})
 
 
 def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | None = None,

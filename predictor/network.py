@@ -135,11 +135,14 @@ class MeasuredNccl:
     curves: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]  # (op, ranks) -> (bytes, seconds), sorted
     fallback: CollectiveModel
 
+    def covers(self, c: Collective) -> bool:
+        """Whether ``c`` is timed by a measured curve (not by ``fallback``)."""
+        return c.nodes == 1 and (c.op, c.ranks) in self.curves
+
     def seconds(self, c: Collective) -> float:
-        curve = self.curves.get((c.op, c.ranks)) if c.nodes == 1 else None
-        if curve is None:
+        if not self.covers(c):
             return self.fallback.seconds(c)
-        b, s = curve
+        b, s = self.curves[(c.op, c.ranks)]
         if c.bytes > b[-1]:
             return float(s[-1] + (c.bytes - b[-1]) * (s[-1] - s[-2]) / (b[-1] - b[-2]))
         return float(np.exp(np.interp(math.log(max(c.bytes, 1.0)), np.log(b), np.log(s))))

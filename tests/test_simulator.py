@@ -9,7 +9,8 @@ starts when its last member reaches it, and the work queued behind it waits
 with it; a collective a member never reaches, and collectives reached in
 opposite orders, are reported.  Golden numbers
 for the collective model; measured collectives interpolated between their
-sizes, the analytical model where none were measured.  ``maya predict`` end to end on a small training
+sizes, the analytical model where none were measured, and the replay's
+count of which model timed its collectives.  ``maya predict`` end to end on a small training
 script: step time, breakdown, memory, confidence, timeline, replay of a
 folder, and the error for a folder without traces.
 """
@@ -255,6 +256,28 @@ def test_collective_model_measured_where_the_nvlink_was() -> None:
     assert isinstance(h100, MeasuredNccl) and ("all_reduce", 2) in h100.curves and ("recv", 2) in h100.curves
     assert isinstance(collective_model(catalog.lookup("A100-SXM-80GB"), 8), AnalyticalNccl)
     assert isinstance(collective_model(catalog.lookup("B200"), 8), AnalyticalNccl)
+
+
+def test_replay_times_collectives_by_the_measured_curve_and_counts_which_model(tmp_path: Path) -> None:
+    """2 ranks of one node on an H200: the measured 2 x H200 curve; the same ranks on two nodes: the
+    analytical model.  The job keeps how much collective time each gave (``maya predict`` reports it)."""
+    from maya.predict import Job
+    from maya.predictor.host import host_model
+
+    ranks = [Build(0), Build(1)]
+    for i, b in enumerate(ranks):
+        b.add(Kind.COMM_INIT, a32=i, a=(99, 2 | i << 32))
+    c = [coll(b, 1, 1) for b in ranks]
+    traces = [b.trace(tmp_path / f"r{i}.mayatrace") for i, b in enumerate(ranks)]
+    h200 = catalog.lookup("H200-SXM-141GB")
+    for per_node, kind, model in ((2, "measured", collective_model(h200, 2)),
+                                  (1, "analytical", AnalyticalNccl(Fabric.of(h200, 1)))):
+        job = Job(h200, tmp_path, traces, [b.durations for b in ranks], [[] for _ in ranks], {}, per_node,
+                  [np.ones(len(t.records)) for t in traces], {})
+        r0, _ = job.replay(host_model(h200.name))
+        want = model.seconds(Collective("all_reduce", 4096, 2, 2 // per_node)) * 1e9
+        assert r0.end[c[0]] - r0.start[c[0]] == pytest.approx(want)
+        assert job.collective_ns == pytest.approx({kind: want})
 
 
 def busbw_gbs(model: AnalyticalNccl, op: str, nbytes: float, ranks: int, nodes: int = 1) -> float:
