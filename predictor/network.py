@@ -44,11 +44,12 @@ step is nominal; no multi-node run here measures it.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -152,7 +153,7 @@ def measured_curves(gpu: GPU, path: Path = MEASURED) -> dict[tuple[str, int], tu
     """The curves measured on ``gpu`` or on a GPU of the same NVLink (H100 and H200 SXM: 18
     NVLink 4 links, 900 GB/s); empty where none was."""
     nvlink = gpu.fields.get("nvlink_gbps") or 0
-    tables = json.loads(path.read_text())["tables"]
+    tables = _tables(path)
     table = tables.get(gpu.name) or next((t for t in tables.values() if nvlink and t["nvlink_gbps"] == nvlink), None)
     if table is None:
         return {}
@@ -161,6 +162,12 @@ def measured_curves(gpu: GPU, path: Path = MEASURED) -> dict[tuple[str, int], tu
         points.setdefault((op, ranks), []).append((nbytes, seconds))
     return {k: (np.array([b for b, _ in sorted(v)], dtype=float), np.array([s for _, s in sorted(v)], dtype=float))
             for k, v in points.items()}
+
+
+@functools.cache
+def _tables(path: Path) -> dict[str, Any]:
+    """The measured tables, read once a process (a replay asks for them every time)."""
+    return json.loads(path.read_text())["tables"]
 
 
 def collective_model(gpu: GPU, gpus_per_node: int | None = None) -> CollectiveModel:
