@@ -1,6 +1,6 @@
 """Predicted step time against the step time measured on real GPUs.
 
-    python benchmarks/step_accuracy.py [--only NAME,... [--merge]] [--work DIR]
+    python benchmarks/step_accuracy.py [--only NAME,... [--merge]] [--work DIR] [--family-speed JSON]
 
 Ground truth (benchmarks/step_truth.py): the examples at their default,
 held-out and three more sizes on H100s, the median over fresh processes
