@@ -93,10 +93,14 @@ def recorded_busy_s(recorded: Path, emulated: Path, gpu: str) -> float | None:
     return median(same) if same else None
 
 
+def model_family(case: Measured) -> str:
+    """The example model the case trains: examples/ddp.py trains gpt.py's."""
+    return {"ddp": "gpt"}.get(case.family, case.family)
+
+
 def host_for(case: Measured, calibration: dict[str, Any]) -> HostModel:
-    """The case's machine's host, with the factors fitted without the case's example model
-    (examples/ddp.py trains gpt.py's model, so DDP takes gpt's)."""
-    family = {"ddp": "gpt"}.get(case.family, case.family)
+    """The case's machine's host, with the factors fitted without the case's example model."""
+    family = model_family(case)
     rows = [r for r in calibration.get(case.gpu, {}).get("configs", []) if r["family"] == family]
     host = host_model(case.gpu)
     if not rows:
@@ -160,8 +164,7 @@ def main() -> int:
         out = folders[0]
         host = host_for(case, calibration)
         if speed:
-            family = {"ddp": "gpt"}.get(case.family, case.family)
-            ratio = speed["summary"]["probe_ratio_median"] / speed["summary"]["job_ratio_by_family"][family]
+            ratio = speed["summary"]["probe_ratio_median"] / speed["summary"]["job_ratio_by_family"][model_family(case)]
             host = replace(host, slowdown=host.slowdown * ratio)
         t0 = time.perf_counter()
         row: dict[str, Any] = {"case": case.name, "gpu": case.gpu, "processes": case.processes, "argv": case.argv,

@@ -30,7 +30,7 @@ from maya import catalog
 from maya.predictor import estimators
 from maya.predictor.host import HostModel, host_model, quiet_gap_scale
 from maya.predictor.iterations import trace_steps
-from maya.predictor.network import OPS, Collective, MeasuredNccl, collective_model
+from maya.predictor.network import OPS, Collective, collective_model
 from maya.predictor.ops import device_ops, measured
 from maya.predictor.simulator import RankResult, SimulationError, simulate
 from maya.predictor.step import step_time, write_timeline
@@ -106,8 +106,8 @@ class Job:
         def collective_ns(op: int, nbytes: float, members: int) -> float:
             c = Collective(OPS.get(op, "all_reduce"), nbytes, members, max(1, math.ceil(members / per_node)))
             ns = model.seconds(c) * 1e9
-            kind = "measured" if isinstance(model, MeasuredNccl) and model.covers(c) else "analytical"
-            self.collective_ns[kind] = self.collective_ns.get(kind, 0.0) + ns
+            source = model.source(c)
+            self.collective_ns[source] = self.collective_ns.get(source, 0.0) + ns
             return ns
 
         try:

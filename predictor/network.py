@@ -49,7 +49,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -102,12 +102,19 @@ class Collective:
 class CollectiveModel(Protocol):
     def seconds(self, c: Collective) -> float: ...
 
+    def source(self, c: Collective) -> str:
+        """Which model timed ``c``: "measured" or "analytical" (``maya predict`` reports the shares)."""
+        ...
+
 
 @dataclass(frozen=True)
 class AnalyticalNccl:
     """Alpha-beta ring and tree times, the faster protocol of LL and Simple."""
 
     fabric: Fabric
+
+    def source(self, c: Collective) -> str:
+        return "analytical"
 
     def seconds(self, c: Collective) -> float:
         n = max(c.ranks, 1)
@@ -136,12 +143,14 @@ class MeasuredNccl:
     curves: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]  # (op, ranks) -> (bytes, seconds), sorted
     fallback: CollectiveModel
 
-    def covers(self, c: Collective) -> bool:
-        """Whether ``c`` is timed by a measured curve (not by ``fallback``)."""
+    def _covers(self, c: Collective) -> bool:
         return c.nodes == 1 and (c.op, c.ranks) in self.curves
 
+    def source(self, c: Collective) -> str:
+        return "measured" if self._covers(c) else self.fallback.source(c)
+
     def seconds(self, c: Collective) -> float:
-        if not self.covers(c):
+        if not self._covers(c):
             return self.fallback.seconds(c)
         b, s = self.curves[(c.op, c.ranks)]
         if c.bytes > b[-1]:
@@ -152,22 +161,20 @@ class MeasuredNccl:
 def measured_curves(gpu: GPU, path: Path = MEASURED) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
     """The curves measured on ``gpu`` or on a GPU of the same NVLink (H100 and H200 SXM: 18
     NVLink 4 links, 900 GB/s); empty where none was."""
-    nvlink = gpu.fields.get("nvlink_gbps") or 0
-    tables = _tables(path)
-    table = tables.get(gpu.name) or next((t for t in tables.values() if nvlink and t["nvlink_gbps"] == nvlink), None)
-    if table is None:
-        return {}
-    points: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    for op, ranks, nbytes, seconds in table["rows"]:
-        points.setdefault((op, ranks), []).append((nbytes, seconds))
-    return {k: (np.array([b for b, _ in sorted(v)], dtype=float), np.array([s for _, s in sorted(v)], dtype=float))
-            for k, v in points.items()}
+    return _curves(gpu.name, float(gpu.fields.get("nvlink_gbps") or 0), path)
 
 
 @functools.cache
-def _tables(path: Path) -> dict[str, Any]:
-    """The measured tables, read once a process (a replay asks for them every time)."""
-    return json.loads(path.read_text())["tables"]
+def _curves(name: str, nvlink_gbps: float, path: Path) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
+    """Parsed once a process: a replay asks for them every time (the host calibration, hundreds)."""
+    tables = json.loads(path.read_text())["tables"]
+    table = tables.get(name) or next((t for t in tables.values() if nvlink_gbps and t["nvlink_gbps"] == nvlink_gbps),
+                                     None)
+    points: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for op, ranks, nbytes, seconds in table["rows"] if table else []:
+        points.setdefault((op, ranks), []).append((nbytes, seconds))
+    return {k: (np.array([b for b, _ in sorted(v)], dtype=float), np.array([s for _, s in sorted(v)], dtype=float))
+            for k, v in points.items()}
 
 
 def collective_model(gpu: GPU, gpus_per_node: int | None = None) -> CollectiveModel:

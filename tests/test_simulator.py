@@ -311,23 +311,18 @@ def test_collective_model_against_published_nccl_tests_figures() -> None:
 
 def test_collective_model_against_published_8_gpu_sweeps() -> None:
     """Ring sweeps on 8 x H100 (benchmarks/data/nccl_published/h100-8gpu-ring-sweeps.json), where the
-    device set the time (at least twice the sweep's quickest, the host's floor): the model is quick
-    by up to 22% at 8-64 MiB, where NCCL's bandwidth ramps up, and within 6% from 1 GiB."""
-    sweeps = json.loads((Path(__file__).parent.parent / "benchmarks" / "data" / "nccl_published"
-                         / "h100-8gpu-ring-sweeps.json").read_text())["sweeps"]
-    model = AnalyticalNccl(Fabric.of(catalog.lookup("H100-SXM-80GB")))
-    checked = 0
-    for op, sweep in sweeps.items():
-        floor = min(t for _, t, _ in sweep["rows"])
-        for size, time_us, _ in sweep["rows"]:
-            if time_us < 2 * floor:
-                continue
-            t = model.seconds(Collective(op, size / 8 if op == "all_gather" else size, 8)) * 1e6
-            assert -0.22 < t / time_us - 1 < 0.02, (op, size)
+    device set the time: the model is quick by up to 22% at 8-64 MiB, where NCCL's bandwidth ramps
+    up, and within 6% from 1 GiB."""
+    sys.path.insert(0, str(Path(__file__).parent.parent))
+    from benchmarks.collective_accuracy import device_bound_sweeps
+
+    points = device_bound_sweeps(AnalyticalNccl(Fabric.of(catalog.lookup("H100-SXM-80GB"))))
+    for op, rows in points.items():
+        for size, published, model in rows:
+            assert -0.22 < model / published - 1 < 0.02, (op, size)
             if size >= 2**30:
-                assert t == pytest.approx(time_us, rel=0.06), (op, size)
-            checked += 1
-    assert checked == 31
+                assert model == pytest.approx(published, rel=0.06), (op, size)
+    assert sum(len(rows) for rows in points.values()) == 31
 
 
 PREDICT_SCRIPT = """
