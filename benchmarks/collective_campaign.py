@@ -34,7 +34,6 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "send_recv")
 SIZES = [8 * 4 ** i for i in range(14)] + [2 ** 30]   # 8 B, 32 B, ... 512 MiB, 1 GiB
 WARMUP = 5
 TRIALS = 5
-VERSIONS: dict = {}
 SPIN_CYCLES = 20_000_000   # about 10 ms at 2 GHz: longer than issuing a trial's calls
 
 
@@ -104,14 +103,14 @@ def versions() -> dict:
     return info
 
 
-def save(out: str | None, n: int, t0: float, rows: list[dict]) -> None:
+def save(out: str | None, info: dict, n: int, t0: float, rows: list[dict]) -> None:
     """Written after every size, so a run cut short keeps what it measured."""
     if not out:
         return
     os.makedirs(out, exist_ok=True)
     tmp = os.path.join(out, "collectives.json.tmp")
     with open(tmp, "w") as f:
-        json.dump({**VERSIONS, "world_size": n, "dtype": "float32", "warmup": WARMUP, "trials": TRIALS,
+        json.dump({**info, "world_size": n, "dtype": "float32", "warmup": WARMUP, "trials": TRIALS,
                    "wall_s": round(time.monotonic() - t0, 1), "rows": rows}, f, indent=1)
     os.replace(tmp, os.path.join(out, "collectives.json"))
 
@@ -128,8 +127,7 @@ def main() -> int:
     dev = torch.device("cuda", local)
     dist.init_process_group("nccl", device_id=dev)
     n = dist.get_world_size()
-    if rank == 0:
-        VERSIONS.update(versions())
+    info = versions() if rank == 0 else {}
     t0 = time.monotonic()
     rows = []
     for op in a.ops.split(","):
@@ -146,7 +144,7 @@ def main() -> int:
                          "seconds": trials, "median_s": med, "algbw_GBs": algbw and algbw / 1e9,
                          "busbw_GBs": algbw and algbw * bus_factor(op, n) / 1e9})
             if rank == 0:
-                save(a.out, n, t0, rows)
+                save(a.out, info, n, t0, rows)
                 print(f"{op:15s} {nbytes:>11d} B {med * 1e6:10.1f} us  busbw "
                       f"{(rows[-1]['busbw_GBs'] or 0):7.1f} GB/s", flush=True)
     dist.destroy_process_group()
