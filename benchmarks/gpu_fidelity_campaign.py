@@ -400,7 +400,7 @@ def _write_json(path: str, obj) -> None:
 
 
 def main() -> int:
-    global STEPS
+    global STEPS, PROFILE_STEP
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=os.environ.get("OUT"), help="output folder (default $OUT)")
     p.add_argument("--part", choices=["auto", "single", "ddp", "all", "held-out", "sizes"], default="auto",
@@ -408,6 +408,9 @@ def main() -> int:
                         "held-out = the held-out sizes; sizes = three more sizes of each example")
     p.add_argument("--steps", type=int, default=STEPS, help="training steps per run (default %(default)s)")
     p.add_argument("--no-profile", action="store_true", help="no profiled first run (step times only)")
+    p.add_argument("--profile-step", type=int, default=PROFILE_STEP,
+                   help="the step the profiled run profiles (default %(default)s; later for DDP, whose buckets "
+                        "are rebuilt after the first step)")
     p.add_argument("--only", default=None, help="comma-separated example names")
     p.add_argument("--repeats", type=int, default=3, help="runs per example, budget allowing")
     p.add_argument("--budget-s", type=float, default=420.0, help="stop starting runs after this")
@@ -416,7 +419,7 @@ def main() -> int:
     p.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--probe-no-warmup", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
-    STEPS = a.steps
+    STEPS, PROFILE_STEP = a.steps, a.profile_step
     if a.probe:
         info = probe(warmup=not a.probe_no_warmup)
         print(json.dumps(info), flush=True)

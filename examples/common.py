@@ -10,7 +10,9 @@ statistics are never reset, so `maya emulate`'s own summary agrees).  Steps are 
 and exact windows for the profiler).  With `--profile-step K`, step K runs
 inside `torch.profiler.profile(activities=[CUDA])` and the CUDA kernels of
 that one step are reported by name (exactly as the profiler names them),
-with counts, in launch order and with their total device time.
+with counts, in launch order and with their total device time, and as a
+timeline (each kernel's launch by the host, start and duration on the device,
+and stream: where the device waited for the host, or for another stream).
 """
 import argparse
 import collections
@@ -97,8 +99,18 @@ def kernel_profile(prof) -> dict:
         if e.get("ph") == "X" and e.get("cat") in ("gpu_memcpy", "gpu_memset"):
             other[e.get("name", "?")] += 1
             other_bytes[e.get("name", "?")] += int(e.get("args", {}).get("bytes", 0) or 0)
+    launches = {e["args"]["correlation"]: float(e["ts"]) for e in events
+                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    t0 = min([float(kernels[0]["ts"])] + list(launches.values())) if kernels else 0.0
+    timeline = []
+    for i, e in zip(sequence, kernels):
+        launch = launches.get(e.get("args", {}).get("correlation"))
+        timeline.append([i, None if launch is None else round(launch - t0, 3), round(float(e["ts"]) - t0, 3),
+                         round(float(e.get("dur", 0.0)), 3), e.get("args", {}).get("stream")])
     return {
         "kernel_launches": len(kernels),
+        "timeline_columns": ["kernel", "launch_us", "start_us", "dur_us", "stream"],
+        "timeline": timeline,
         "kernels": [{"name": n, "count": count[n], "total_us": round(dur[n], 3),
                      "shapes": shapes[n]} for n in names],
         "sequence": sequence,

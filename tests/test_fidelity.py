@@ -47,10 +47,13 @@ class _FakeProfile:
 def test_kernel_profile_digest() -> None:
     common = pytest.importorskip("common")
     ev = [
-        {"ph": "X", "cat": "kernel", "name": "k_b", "ts": 20, "dur": 2.0, "args": {"grid": [1, 1, 1], "block": [32, 1, 1]}},
-        {"ph": "X", "cat": "kernel", "name": "k_a", "ts": 10, "dur": 1.5, "args": {"grid": [2, 1, 1], "block": [64, 1, 1]}},
+        {"ph": "X", "cat": "kernel", "name": "k_b", "ts": 20, "dur": 2.0,
+         "args": {"grid": [1, 1, 1], "block": [32, 1, 1], "correlation": 7, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "k_a", "ts": 10, "dur": 1.5,
+         "args": {"grid": [2, 1, 1], "block": [64, 1, 1], "correlation": 6, "stream": 7}},
         {"ph": "X", "cat": "kernel", "name": "k_b", "ts": 30, "dur": 3.0, "args": {"grid": [1, 1, 1], "block": [32, 1, 1]}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 5, "dur": 1.0},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 5, "dur": 1.0, "args": {"correlation": 6}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 8, "dur": 1.0, "args": {"correlation": 7}},
         {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "ts": 40, "dur": 1.0, "args": {"bytes": 64}},
         {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "ts": 41, "dur": 1.0,
          "args": {"bytes": 8}},
@@ -62,6 +65,8 @@ def test_kernel_profile_digest() -> None:
     assert d["kernels"][1]["total_us"] == 5.0
     assert d["kernels"][1]["shapes"] == [[[1, 1, 1], [32, 1, 1], None, None]]
     assert d["sequence"] == [0, 1, 1]
+    # Times from the first launch; a kernel whose launch the profiler missed has none.
+    assert d["timeline"] == [[0, 0.0, 5.0, 1.5, 7], [1, 3.0, 15.0, 2.0, 7], [1, None, 25.0, 3.0, None]]
     assert {c["name"]: (c["count"], c["bytes"]) for c in d["copies"]} == {
         "Memset (Device)": (1, 64), "Memcpy HtoD (Pinned -> Device)": (1, 8)}
 
