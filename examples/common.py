@@ -100,7 +100,7 @@ def kernel_profile(prof) -> dict:
             other[e.get("name", "?")] += 1
             other_bytes[e.get("name", "?")] += int(e.get("args", {}).get("bytes", 0) or 0)
     launches = {e["args"]["correlation"]: float(e["ts"]) for e in events
-                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
     t0 = min([float(kernels[0]["ts"])] + list(launches.values())) if kernels else 0.0
     timeline = []
     for i, e in zip(sequence, kernels):

@@ -53,7 +53,7 @@ def test_kernel_profile_digest() -> None:
          "args": {"grid": [2, 1, 1], "block": [64, 1, 1], "correlation": 6, "stream": 7}},
         {"ph": "X", "cat": "kernel", "name": "k_b", "ts": 30, "dur": 3.0, "args": {"grid": [1, 1, 1], "block": [32, 1, 1]}},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 5, "dur": 1.0, "args": {"correlation": 6}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 8, "dur": 1.0, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernelEx", "ts": 8, "dur": 1.0, "args": {"correlation": 7}},
         {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "ts": 40, "dur": 1.0, "args": {"bytes": 64}},
         {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "ts": 41, "dur": 1.0,
          "args": {"bytes": 8}},
@@ -65,7 +65,8 @@ def test_kernel_profile_digest() -> None:
     assert d["kernels"][1]["total_us"] == 5.0
     assert d["kernels"][1]["shapes"] == [[[1, 1, 1], [32, 1, 1], None, None]]
     assert d["sequence"] == [0, 1, 1]
-    # Times from the first launch; a kernel whose launch the profiler missed has none.
+    # Times from the first launch (runtime or driver API: cuBLAS and cuDNN launch through the
+    # driver); a kernel whose launch the profiler missed has none.
     assert d["timeline"] == [[0, 0.0, 5.0, 1.5, 7], [1, 3.0, 15.0, 2.0, 7], [1, None, 25.0, 3.0, None]]
     assert {c["name"]: (c["count"], c["bytes"]) for c in d["copies"]} == {
         "Memset (Device)": (1, 64), "Memcpy HtoD (Pinned -> Device)": (1, 8)}
