@@ -8,14 +8,16 @@ The replay rescales emulated host delays by the calibrating CPU's probe over thi
 machine to the next.  For every configuration of the host calibration
 (benchmarks/results/host_calibration.json, which keeps the calibrating machine's emulated host time
 per steady step and probe reading for each) this emulates the same command ``--emulations`` times
-here, takes the median emulated host time the same way (benchmarks/host_calibration.py's
+here, takes the median emulated host time the same way (benchmarks/step_truth.py's
 ``emulated_host_s``) and prints the ratio here/there beside the probe's ratio.  Saves
 benchmarks/results/emulating_machine.json.
 
-Run once (2026-11-26, a second 2-CPU AMD EPYC VM, three emulations each): the probe read 0.70-0.76
-of the calibrating VM's, but the jobs' ratio depended on the job: 0.48-0.59 for BERT, the CNN and
-GPT (Python and autograd per launch), 0.70-0.75 for the recommender (many launches per line of
-Python), so no one figure rescales both.
+Run once (2026-11-26, a second 2-CPU AMD EPYC VM, three emulations each), against the calibration
+before the probe became an emulated training step: that probe (a loop of a tiny CPU operator)
+read 0.70-0.76 of the calibrating VM's, but the jobs' ratio depended on the job: 0.48-0.59 for
+BERT, the CNN and GPT, 0.70-0.75 for the recommender.  The host model was then recalibrated on
+that VM with the new probe, so the saved results describe the old calibration; run this on the
+next emulating VM to check the new probe.
 """
 
 from __future__ import annotations
@@ -32,8 +34,7 @@ from statistics import median
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.host_calibration import emulated_host_s  # noqa: E402
-from benchmarks.step_truth import EMULATED_STEPS, emulate, measured  # noqa: E402
+from benchmarks.step_truth import EMULATED_STEPS, emulate, emulated_host_s, measured  # noqa: E402
 from maya.predict import prepare  # noqa: E402
 
 CALIBRATION = ROOT / "benchmarks" / "results" / "host_calibration.json"
@@ -61,7 +62,7 @@ def main() -> int:
         if m.name not in there:
             continue
         jobs = [prepare(emulate(m.argv, a.gpu, 1, work / m.name / f"e{k}"), a.gpu) for k in range(a.emulations)]
-        host = median(emulated_host_s(job, EMULATED_STEPS) for job in jobs)
+        host = median(emulated_host_s(job.traces[0], EMULATED_STEPS) for job in jobs)
         probe = median(job.host_probe_ns for job in jobs if job.host_probe_ns)
         r = there[m.name]
         rows.append({"name": m.name, "emulated_host_s": host, "probe_ns": probe,

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.gpu_fidelity_campaign import cpu_model  # noqa: E402
 from benchmarks.merge_lease import CALL_COSTS  # noqa: E402
-from benchmarks.step_truth import DATA, EMULATED_STEPS, STEADY_FROM, emulate, measured  # noqa: E402
+from benchmarks.step_truth import DATA, EMULATED_STEPS, STEADY_FROM, emulate, emulated_host_s, measured  # noqa: E402
 from maya.predict import Job, prepare  # noqa: E402
 from maya.predictor.host import (  # noqa: E402
     CALIBRATION,
@@ -58,7 +58,6 @@ from maya.predictor.host import (  # noqa: E402
     fit_host,
     step_host_times_ns,
 )
-from maya.predictor.trace import Kind  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "host_calibration.json"
 LAUNCH_GAPS = ROOT / "benchmarks" / "data" / "launch_gap"
@@ -95,16 +94,6 @@ def replayed_host_s(job: Job, steps: int, calls: dict[str, float], launch: dict[
     return out
 
 
-def emulated_host_s(job: Job, steps: int) -> float:
-    """The emulated run's own host time per steady step (the trace's clock), for comparison."""
-    t = job.traces[0]
-    syncs = t.of_kind(Kind.DEVICE_SYNC)[-(steps + 1):]
-    rec = t.records
-    times = [float(rec["t_ns"][b]) - float(rec["t_ns"][a] + rec["dur_ns"][a])
-             for a, b in zip(syncs[:-1], syncs[1:], strict=True)]
-    return median(times[STEADY_FROM:]) / 1e9
-
-
 def typical_emulation(argv: list[str], gpu: str, folder: Path, n: int) -> Job:
     """Of ``n`` emulations of the configuration, the one whose steady host time is the median.
 
@@ -113,7 +102,7 @@ def typical_emulation(argv: list[str], gpu: str, folder: Path, n: int) -> Job:
     and a factor fitted on such a run is off for every model.  The factors are fitted on the
     typical run; step_accuracy.py then predicts from single fresh emulations, as users do."""
     runs = [prepare(emulate(argv, gpu, 1, folder / f"e{k}"), gpu) for k in range(n)]
-    runs.sort(key=lambda job: emulated_host_s(job, EMULATED_STEPS))
+    runs.sort(key=lambda job: emulated_host_s(job.traces[0], EMULATED_STEPS))
     return runs[(n - 1) // 2]
 
 
@@ -136,7 +125,7 @@ def main() -> int:
         for m, job in jobs[gpu]:
             curves.append(replayed_host_s(job, EMULATED_STEPS, calls, launch, reference))
             rows.append({"name": m.name, "family": m.family, "measured_host_s": median(m.host_s),
-                         "host_runs": len(m.host_s), "emulated_host_s": emulated_host_s(job, EMULATED_STEPS),
+                         "host_runs": len(m.host_s), "emulated_host_s": emulated_host_s(job.traces[0], EMULATED_STEPS),
                          "host_probe_ns": job.host_probe_ns})
         host = np.stack(curves)
         meas = [r["measured_host_s"] for r in rows]

@@ -29,6 +29,8 @@ from statistics import median
 
 import numpy as np
 
+from maya.predictor.trace import Kind, Trace
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data" / "step_times"
 STEADY_FROM = 2
@@ -95,6 +97,15 @@ def with_steps(argv: list[str], steps: int) -> list[str]:
 def measured(gpu: str) -> list[Measured]:
     """Every configuration measured on ``gpu`` (a catalog name, the data folder's)."""
     return [load(p, gpu) for p in sorted((DATA / gpu).glob("*.json")) if not p.name.startswith("env")]
+
+
+def emulated_host_s(trace: Trace, steps: int = EMULATED_STEPS) -> float:
+    """An emulated run's own host time per steady step (the trace's clock: the emulating CPU's)."""
+    syncs = trace.of_kind(Kind.DEVICE_SYNC)[-(steps + 1):]
+    rec = trace.records
+    times = [float(rec["t_ns"][b]) - float(rec["t_ns"][a] + rec["dur_ns"][a])
+             for a, b in zip(syncs[:-1], syncs[1:], strict=True)]
+    return median(times[STEADY_FROM:]) / 1e9
 
 
 def emulate(argv: list[str], gpu: str, processes: int, out: Path) -> Path:

@@ -1,14 +1,22 @@
-"""How fast the emulating CPU runs PyTorch's dispatcher: the yardstick of emulated host delays.
+"""How fast the emulating CPU runs a small training step under emulation: the yardstick of emulated host delays.
 
 The replay turns the host delays emulated here into the GPU server's with a
 factor calibrated on one emulating machine (:mod:`maya.predictor.host`).
 Emulating machines differ: the same steps emulated in two sessions, each on
 a 2-CPU VM of the same class, took 1.3 to 1.8 times longer in the second,
-and one machine slows under load.  So
-``maya emulate`` times this probe just before the job, on the CPU that rank 0
-is pinned to, and the replay scales the delays by the calibration machine's
-probe over this one.  The probe is a tight loop of a tiny CPU operator
-(Python, the dispatcher, TensorIterator), the kind of work the delays hold.
+on a GPU server's 32-CPU Xeon about twice as long as on a 2-CPU EPYC VM, and one
+machine slows under load.  So ``maya emulate`` times this probe just before
+the job, on the CPU that rank 0 is pinned to, under the same interposer and
+start-up hook as the job (:func:`measure` takes the job's environment), and
+the replay scales the delays by the calibration machine's probe over this
+one.  The probe is a small MLP's training step on the emulated device
+(Python, the dispatcher, autograd on its device thread, the interposer's
+launches, a fused optimizer), the kind of work the jobs' delays hold.  A
+loop of a tiny CPU operator, the probe before it, followed some jobs and
+not others: between that Xeon and the EPYC VM it read 1.39x while the jobs
+took 2.16x (median of nine configurations) and this step 2.00x; on a
+single-H100 server's Xeon 1.23x, the jobs 1.70x, this step 1.68x
+(benchmarks/host_yardsticks.py).
 Its figure is the quickest of 15 batches, each long enough (about 20 ms) to
 span the scheduler's time slices: a CPU shared with another process slows
 every batch and counts; a burst of interference slows some and does not,
@@ -30,11 +38,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Mapping
 from importlib import resources
 
 BATCHES = 15
-OPS_PER_BATCH = 20_000
+STEPS_PER_BATCH = 64
 DISTURBED = 1.15  # a reading above this times the calibrating CPU's is taken again (theirs: within 1.04 in 9 of 10)
 
 _CODE = f"""
@@ -43,26 +52,35 @@ import torch
 if sys.argv[1] != "-":
     os.sched_setaffinity(0, {{int(sys.argv[1])}})
 torch.set_num_threads(1)
-a, b, c = torch.ones(4), torch.ones(4), torch.empty(4)
+torch.manual_seed(0)
+model = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(8)]).cuda()
+opt = torch.optim.AdamW(model.parameters(), fused=True)
+x = torch.randn(16, 64, device="cuda")
 def batch(n):
     t = time.perf_counter_ns()
     for _ in range(n):
-        torch.add(a, b, out=c)
+        model(x).square().mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
     return (time.perf_counter_ns() - t) / n
-batch(2000)
-print(min(batch({OPS_PER_BATCH}) for _ in range({BATCHES})))
+batch(4)
+print(min(batch({STEPS_PER_BATCH}) for _ in range({BATCHES})))
 """
 
 
-def measure(python: str = sys.executable, cpu: int | None = None, timeout_s: float = 120.0) -> float | None:
-    """ns per operator of the probe on ``cpu`` (None: where the OS puts it), run by ``python``;
-    None when that interpreter cannot run it (no torch there)."""
-    try:
-        p = subprocess.run([python, "-c", _CODE, "-" if cpu is None else str(cpu)],
-                           capture_output=True, text=True, timeout=timeout_s)
-        return float(p.stdout.strip()) if p.returncode == 0 else None
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        return None
+def measure(env: Mapping[str, str], cpu: int | None = None, python: str = sys.executable,
+            timeout_s: float = 120.0) -> float | None:
+    """ns per training step of the probe on ``cpu`` (None: where the OS puts it), run by ``python``
+    in ``env``, an emulated job's environment (:func:`maya.emulate.build_env`; the probe's own trace
+    goes to a folder removed after it); None when it cannot run (no torch, no interposer)."""
+    with tempfile.TemporaryDirectory(prefix="maya-probe-") as traces:
+        try:
+            p = subprocess.run([python, "-c", _CODE, "-" if cpu is None else str(cpu)],
+                               env={**env, "MAYA_TRACE_DIR": traces}, capture_output=True, text=True,
+                               timeout=timeout_s)
+            return float(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None
+        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+            return None
 
 
 def reference_ns() -> float | None:
@@ -91,5 +109,3 @@ def rank0_cpu(pinned: bool = True) -> int | None:
     return min(os.sched_getaffinity(0))
 
 
-if __name__ == "__main__":
-    print(measure(cpu=rank0_cpu()))

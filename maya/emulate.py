@@ -138,14 +138,17 @@ def emulate(opts: EmulateOptions) -> int:
             stale.unlink()
     run_id = secrets.token_hex(6)
     env = build_env(opts, gpu, library, run_id)
-    # Before the job, not beside it: the probe would slow the job's own host delays.
+    # Before the job, not beside it: the probe would slow the job's own host delays.  It runs under
+    # the interposer as the job does, with run ids of its own ("<run_id>-probe": cleaned up with the job's).
     cpu = cpu_probe.rank0_cpu(env["MAYA_PIN_CPU"] == "1")
-    probe_ns = cpu_probe.measure(cpu=cpu)
+    probe_env = {**env, "MAYA_RUN_ID": f"{run_id}-probe"}
     try:
+        probe_ns = cpu_probe.measure(probe_env, cpu=cpu)
         code = _run(opts.command, env)
+        # A disturbed reading: once more.
+        probe_ns = cpu_probe.steadier(probe_ns, lambda: cpu_probe.measure(probe_env, cpu=cpu))
     finally:
         cleanup_shm(run_id)
-    probe_ns = cpu_probe.steadier(probe_ns, lambda: cpu_probe.measure(cpu=cpu))  # a disturbed reading: once more
     summary = summarize(
         opts.out,
         gpu={

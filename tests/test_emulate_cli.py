@@ -265,7 +265,7 @@ def test_summary_fields_and_memory_queries(tmp_path: Path) -> None:
 
     s = r.summary
     assert s["num_ranks"] == 1 and s["exit_code"] == 0 and not s["out_of_memory"]
-    assert 10 < s["host_probe_ns"] < 1e6  # the emulating CPU's speed (maya.cpu_probe), ns per operator
+    assert 1e4 < s["host_probe_ns"] < 1e8  # the emulating CPU's speed (maya.cpu_probe), ns per probe step
     assert s["gpu"]["name"] == "H100-SXM-80GB" and s["gpu"]["memory_bytes"] == gpu.memory_bytes
     rank = r.rank0
     for key in ("exit_code", "kernel_launches", "library_calls", "collectives", "peak_allocated_bytes",

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from maya import cpu_probe
+from maya import catalog, cpu_probe
+from maya.emulate import EmulateOptions, build_env, find_library
 from maya.predictor.host import (
     CALIBRATION,
     CALL_SCALES,
@@ -136,10 +137,14 @@ def test_slowdown_follows_the_emulating_cpu(tmp_path: Path) -> None:
     assert json.loads(CALIBRATION.read_text())["emulating_cpu"]["host_probe_ns"] > 0
 
 
-def test_cpu_probe_reads_this_cpu() -> None:
-    ns = cpu_probe.measure(cpu=cpu_probe.rank0_cpu())
-    assert ns is not None and 10 < ns < 1e6
-    assert cpu_probe.measure(python="/nonexistent/python3") is None
+def test_cpu_probe_times_an_emulated_step(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    opts = EmulateOptions(gpu="H100-SXM-80GB", out=out, command=["true"])
+    env = build_env(opts, catalog.lookup(opts.gpu), find_library(), "probe-test")
+    ns = cpu_probe.measure(env, cpu=cpu_probe.rank0_cpu())
+    assert ns is not None and 1e4 < ns < 1e8  # ns per training step of the small MLP (0.3 ms on a 2-CPU VM)
+    assert not out.exists()  # its trace is not the job's
+    assert cpu_probe.measure(env, python="/nonexistent/python3") is None
 
 
 def test_a_disturbed_probe_is_taken_again(monkeypatch: pytest.MonkeyPatch) -> None:
