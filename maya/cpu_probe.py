@@ -15,8 +15,8 @@ launches, a fused optimizer), the kind of work the jobs' delays hold.  A
 loop of a tiny CPU operator, the probe before it, followed some jobs and
 not others: between that Xeon and the EPYC VM it read 1.39x while the jobs
 took 2.16x (median of nine configurations) and this step 2.00x; on a
-single-H100 server's Xeon 1.23x, the jobs 1.70x, this step 1.68x
-(benchmarks/host_yardsticks.py).
+single-H100 server's Xeon 1.23x, the jobs 1.70x, this step 1.68x; on a
+single-H200 server's 1.22x, 1.63x and 1.54x (benchmarks/host_yardsticks.py).
 Its figure is the quickest of 15 batches, each long enough (about 20 ms) to
 span the scheduler's time slices: a CPU shared with another process slows
 every batch and counts; a burst of interference slows some and does not,
