@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import tempfile
 import time
@@ -34,18 +33,12 @@ from statistics import median
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.gpu_fidelity_campaign import cpu_model  # noqa: E402
 from benchmarks.step_truth import EMULATED_STEPS, emulate, emulated_host_s, measured  # noqa: E402
 from maya.predict import prepare  # noqa: E402
 
 CALIBRATION = ROOT / "benchmarks" / "results" / "host_calibration.json"
 RESULTS = ROOT / "benchmarks" / "results" / "emulating_machine.json"
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def main() -> int:
@@ -81,7 +74,7 @@ def main() -> int:
     print(json.dumps(summary))
     RESULTS.write_text(json.dumps({
         "date": time.strftime("%Y-%m-%d"), "command": " ".join(["python", *sys.argv]), "gpu": a.gpu,
-        "here": {"cpu": cpu_name(), "calibrating": calibration.get("emulating_cpu")},
+        "here": {"cpu": cpu_model(), "calibrating": calibration.get("emulating_cpu")},
         "summary": summary, "configs": rows}, indent=1) + "\n")
     print(f"saved {RESULTS.relative_to(ROOT)}")
     return 0

@@ -37,6 +37,7 @@ from statistics import median
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.gpu_fidelity_campaign import cpu_model  # noqa: E402
 from benchmarks.step_truth import emulate, emulated_host_s, measured  # noqa: E402
 from maya.predictor.trace import read_trace  # noqa: E402
 
@@ -97,13 +98,6 @@ def read_candidate(code: str, emulated: bool, gpu: str) -> float | None:
     return float(lines[-1])
 
 
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "?"
-
-
 def read(out: Path, gpu: str, emulations: int, work: Path | None, only: set[str]) -> None:
     work = work or Path(tempfile.mkdtemp(prefix="maya-yardsticks-"))
     probes: dict[str, list[float]] = {"probe": []}
@@ -125,7 +119,7 @@ def read(out: Path, gpu: str, emulations: int, work: Path | None, only: set[str]
             ns = read_candidate(code, emulated, gpu)
             if ns is not None:
                 probes.setdefault(name, []).append(ns)
-        result = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(), "cpus": os.cpu_count(), "gpu": gpu,
+        result = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_model(), "cpus": os.cpu_count(), "gpu": gpu,
                   "emulations": emulations, "yardsticks_ns": {k: median(v) for k, v in probes.items() if v},
                   "yardstick_readings_ns": probes, "configs": configs}
         out.write_text(json.dumps(result, indent=1) + "\n")  # after each: a run cut short keeps what it read
