@@ -32,6 +32,7 @@ from maya.predictor.host import HostModel, host_model, quiet_gap_scale
 from maya.predictor.iterations import trace_steps
 from maya.predictor.network import OPS, Collective, collective_model
 from maya.predictor.ops import device_ops, measured
+from maya.predictor.sharing import sharing_factors
 from maya.predictor.simulator import RankResult, SimulationError, simulate
 from maya.predictor.step import step_time, write_timeline
 from maya.predictor.trace import Kind, Trace, read_trace
@@ -88,6 +89,7 @@ class Job:
     gpus_per_node: int
     gap_scale: list[npt.NDArray[np.float64]]  # per rank (maya.predictor.host.quiet_gap_scale)
     summary: dict[str, Any]  # the run's summary.json ({} where there is none)
+    sharing: dict[int, float]  # by record kind, work's factor beside a resident collective (maya.predictor.sharing)
     collective_ns: dict[str, float] = field(default_factory=dict)  # by model, "measured" or "analytical" (last replay)
 
     @property
@@ -113,7 +115,8 @@ class Job:
         try:
             return simulate(self.traces, self.durations, collective_ns, host_slowdown=host.slowdown,
                             call_ns=host.priced_calls(), default_call_ns=host.default_call_ns, gap_scale=self.gap_scale,
-                            launch_latency_ns=host.launch_latency_ns, launch_gap_ns=host.launch_gap_ns)
+                            launch_latency_ns=host.launch_latency_ns, launch_gap_ns=host.launch_gap_ns,
+                            sharing=self.sharing)
         except SimulationError as e:
             raise PredictError(str(e)) from None
 
@@ -146,7 +149,9 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
     scale = [np.ones(len(t.records)) if oracle else quiet_gap_scale(t) for t in traces]
     path = folder / "summary.json"
     summary = json.loads(path.read_text()) if path.is_file() else {}
-    return Job(g, folder, traces, durations, labels, weights, per_node, scale, summary)
+    # Measured durations already hold what sharing the GPU with NCCL cost them.
+    return Job(g, folder, traces, durations, labels, weights, per_node, scale, summary,
+               {} if oracle else sharing_factors(g))
 
 
 def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,

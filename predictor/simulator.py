@@ -23,6 +23,11 @@ Discrete-event, as in the Maya paper:
   same sequence number (a send when its receive has, and the reverse) and
   lasts what the collective model says.  Work queued behind a collective
   that is still waiting for its other members waits with it.
+- A collective's kernel holds SMs from when its stream reaches it to its
+  end, and work that runs beside it meanwhile is slower
+  (:mod:`maya.predictor.sharing`): the replay is run again with each
+  operation's overlapped share stretched by its kind's factor, the overlaps
+  taken from the run before, until the step no longer moves.
 
 :func:`simulate` returns, per rank, each record's host issue time and each
 device operation's start and end; step times and breakdowns are computed
@@ -56,6 +61,7 @@ DEFAULT_CALL_NS = 500.0
 # start on an idle device (benchmarks/launch_gap.py, benchmarks/data/launch_gap).
 LAUNCH_GAP_NS = 1000.0
 LAUNCH_LATENCY_NS = 1500.0
+SHARING_PASSES = 4  # replays at most, to settle the work stretched beside resident collectives
 NON_BLOCKING = 0x1  # cudaStreamNonBlocking, in STREAM_CREATE a32
 
 _DEVICE_WORK = [int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.BLAS, Kind.DNN)]
@@ -109,7 +115,7 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
              collective_ns: Callable[[int, float, int], float], *, host_slowdown: float = 1.0,
              call_ns: Mapping[int, float] | None = CALL_NS, default_call_ns: float = DEFAULT_CALL_NS,
              gap_scale: Sequence[npt.NDArray[np.float64]] | None = None, launch_latency_ns: float = 0.0,
-             launch_gap_ns: float = 0.0) -> list[RankResult]:
+             launch_gap_ns: float = 0.0, sharing: Mapping[int, float] | None = None) -> list[RankResult]:
     """Replay ``traces`` (one per rank, ``trace.header['rank']``).
 
     ``durations[r]``: device ns of rank r's device records by record index;
@@ -124,12 +130,13 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
     whose wait the replay makes itself); ``gap_scale[r]``: a further factor on the host delay before
     each of rank r's records, by record index; ``launch_latency_ns``: from a launch call's return to
     its work's start on an idle stream; ``launch_gap_ns``: from one operation's end to the start of
-    the next one queued on its stream."""
+    the next one queued on its stream; ``sharing``: by record kind, the factor on the time device
+    work spends beside a collective resident on its device (None or {}: none)."""
     if not traces:
         return []
     scale = gap_scale or [np.ones(len(t.records)) for t in traces]
     job = _Job(traces, durations, collective_ns, host_slowdown, call_ns, default_call_ns, scale)
-    return job.run(launch_latency_ns, launch_gap_ns)
+    return job.run(launch_latency_ns, launch_gap_ns, sharing or {})
 
 
 class _Job:
@@ -150,6 +157,7 @@ class _Job:
         recs = [t.records[o] for t, o in zip(traces, self.orders, strict=True)]
         cat = np.concatenate(recs)
         kind, a = cat["kind"].astype(np.int64), cat["a"]
+        self.kind = kind
         self.code = _codes(kind, cat["flags"])
         self.pre, self.post = self._host_costs(recs, host_slowdown, call_ns, default_call_ns, gap_scale)
         self.dur = self._durations(durations)
@@ -223,6 +231,7 @@ class _Job:
                                    np.concatenate([device[syncs], slots[:, 1]]))
         self.arg[syncs] = dev_ids[: int(syncs.sum())]
         slot_dev = dev_ids[int(syncs.sum()):]
+        self.s_dev = slot_dev  # each stream's device, numbered densely over (rank, device)
         self.d_lo = np.searchsorted(slot_dev, np.arange(len(dev_keys)), "left").astype(np.int64)
         self.d_hi = np.searchsorted(slot_dev, np.arange(len(dev_keys)), "right").astype(np.int64)
         coupled: list[list[int]] = [[] for _ in range(n)]
@@ -276,21 +285,21 @@ class _Job:
             self.coll_len[c] = min(known) if known else collective_ns(int(a[ops[0]][2]) & 0xFF, nbytes, members[key])
         self.coll_base = np.concatenate([[0], np.cumsum(self.coll_members)[:-1]]).astype(np.int64)
 
-    def run(self, launch_latency_ns: float, launch_gap_ns: float) -> list[RankResult]:
-        n = len(self.code)
-        issue, start, end, released = (np.full(n, np.nan) for _ in range(4))
-        R = len(self.traces)
-        host, wait = np.zeros(R), np.full(R, _FREE, np.int64)
-        c_arrived = _replay(self.rank_lo, self.rank_hi, self.op_rank, self.code, self.pre, self.post, self.dur,
-                            self.stream, self.arg, self.unversioned, self.s_ops, self.s_lo, self.s_hi,
-                            self.c_lo, self.c_hi, self.coupled, self.r_slo, self.r_shi, self.d_lo, self.d_hi,
-                            self.n_events, self.coll_members, self.coll_len, self.coll_base,
-                            launch_latency_ns, launch_gap_ns, issue, start, end, released, host, wait)
-        stuck = [f"rank {r} waits on {_WAITS[int(wait[r])]}" for r in range(R) if wait[r] != _FREE]
-        stuck += [f"collective {self.coll_keys[c]} reached by {int(c_arrived[c])} of {int(self.coll_members[c])} "
-                  f"members" for c in np.flatnonzero((c_arrived > 0) & (c_arrived < self.coll_members)).tolist()]
-        if stuck:
-            raise SimulationError("the replay is stuck: " + "; ".join(stuck))
+    def run(self, launch_latency_ns: float, launch_gap_ns: float, sharing: Mapping[int, float]) -> list[RankResult]:
+        """Replay; again with the work beside resident collectives stretched (``sharing``), until the
+        stretch no longer changes (SHARING_PASSES at most)."""
+        log_factor = np.zeros(len(self.code))
+        for kind, factor in sharing.items():
+            log_factor[(self.kind == kind) & ((self.code == _WORK) | (self.code == _WORK_SYNC))] = np.log(factor)
+        passes = SHARING_PASSES if log_factor.any() and (self.code == _COLL).any() else 1
+        dur = self.dur
+        for p in range(passes):
+            issue, start, end, released, arrive, host = self._replay(dur, launch_latency_ns, launch_gap_ns)
+            if p + 1 < passes:
+                stretched = self.dur * np.exp(log_factor * self._beside_collectives(start, end, arrive))
+                if np.all(np.abs(stretched - dur) <= 1e-3 * dur):
+                    break
+                dur = stretched
         out = []
         for r, t in enumerate(self.traces):
             per = [np.full(len(t.records), np.nan) for _ in range(4)]
@@ -299,6 +308,62 @@ class _Job:
                 arr[self.orders[r]] = src[sel]
             out.append(RankResult(r, per[0], per[1], per[2], per[3], float(host[r])))
         return out
+
+    def _replay(self, dur: _F, launch_latency_ns: float, launch_gap_ns: float) -> tuple[_F, _F, _F, _F, _F, _F]:
+        """One replay with device durations ``dur``: issue, start, end, released and (collectives)
+        arrival on their stream, by op; each rank's host end."""
+        n = len(self.code)
+        issue, start, end, released, arrive = (np.full(n, np.nan) for _ in range(5))
+        R = len(self.traces)
+        host, wait = np.zeros(R), np.full(R, _FREE, np.int64)
+        c_arrived = _replay(self.rank_lo, self.rank_hi, self.op_rank, self.code, self.pre, self.post, dur,
+                            self.stream, self.arg, self.unversioned, self.s_ops, self.s_lo, self.s_hi,
+                            self.c_lo, self.c_hi, self.coupled, self.r_slo, self.r_shi, self.d_lo, self.d_hi,
+                            self.n_events, self.coll_members, self.coll_len, self.coll_base,
+                            launch_latency_ns, launch_gap_ns, issue, start, end, released, arrive, host, wait)
+        stuck = [f"rank {r} waits on {_WAITS[int(wait[r])]}" for r in range(R) if wait[r] != _FREE]
+        stuck += [f"collective {self.coll_keys[c]} reached by {int(c_arrived[c])} of {int(self.coll_members[c])} "
+                  f"members" for c in np.flatnonzero((c_arrived > 0) & (c_arrived < self.coll_members)).tolist()]
+        if stuck:
+            raise SimulationError("the replay is stuck: " + "; ".join(stuck))
+        return issue, start, end, released, arrive, host
+
+    def _beside_collectives(self, start: _F, end: _F, arrive: _F) -> _F:
+        """Each op's share of its time on the device during which a collective was resident on the
+        same device (from reaching its stream to its end)."""
+        share = np.zeros(len(self.code))
+        queued = self.stream >= 0
+        device = np.full(len(self.code), -1, np.int64)
+        device[queued] = self.s_dev[self.stream[queued]]
+        ran = ~np.isnan(start) & (end > start)
+        colls = (self.code == _COLL) & ~np.isnan(arrive) & ~np.isnan(end)
+        for d in np.unique(device[colls]).tolist():
+            lo, hi = _union(arrive[colls & (device == d)], end[colls & (device == d)])
+            work = np.flatnonzero(ran & (device == d) & (self.code != _COLL))
+            inside = _covered(lo, hi, end[work]) - _covered(lo, hi, start[work])
+            share[work] = inside / (end[work] - start[work])
+        return share
+
+
+def _union(lo: _F, hi: _F) -> tuple[_F, _F]:
+    """The disjoint sorted intervals covering the intervals [lo, hi)."""
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], hi[order]
+    new = np.ones(len(lo), np.bool_)
+    new[1:] = lo[1:] > np.maximum.accumulate(hi)[:-1]
+    firsts = np.flatnonzero(new)
+    return lo[firsts], np.maximum.reduceat(hi, firsts)
+
+
+def _covered(lo: _F, hi: _F, t: _F) -> _F:
+    """How much of the disjoint sorted intervals [lo, hi) lies before each time of ``t``."""
+    before = np.concatenate([[0.0], np.cumsum(hi - lo)])
+    i = np.searchsorted(lo, t, "right") - 1
+    inside = i >= 0
+    out = np.zeros(len(t))
+    j = i[inside]
+    out[inside] = before[j] + np.minimum(t[inside] - lo[j], hi[j] - lo[j])
+    return out
 
 
 def _codes(kind: npt.NDArray[np.int64], flags: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:
@@ -335,10 +400,10 @@ def _csr(lists: list[list[int]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
 def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, dur: _F, stream: _I, arg: _I,
             unversioned: _B, s_ops: _I, s_lo: _I, s_hi: _I, c_lo: _I, c_hi: _I, coupled: _I, r_slo: _I, r_shi: _I,
             d_lo: _I, d_hi: _I, n_events: int, coll_members: _I, coll_len: _F, coll_base: _I, latency: float,
-            gap: float, issue: _F, start: _F, end: _F, released: _F, host: _F, wait: _I) -> _I:
+            gap: float, issue: _F, start: _F, end: _F, released: _F, arrive: _F, host: _F, wait: _I) -> _I:
     """Run each rank until its host is held or done, and the next, until no rank can go on.
-    Fills issue/start/end/released (by op), host and wait (by rank); returns each collective's
-    arrivals."""
+    Fills issue/start/end/released/arrive (by op), host and wait (by rank); returns each
+    collective's arrivals."""
     n_streams = len(s_lo)
     pos = rank_lo.copy()  # each rank's next op
     s_head, s_issued, s_free = s_lo.copy(), s_lo.copy(), np.zeros(n_streams)
@@ -391,7 +456,8 @@ def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, 
                                     done, top = _drain(t, top, stack, dirty, op_rank, code, dur, stream, arg,
                                                        unversioned, s_ops, s_head, s_issued, s_free, c_lo, c_hi,
                                                        coupled, ev_time, coll_members, coll_len, coll_base,
-                                                       c_arrived, c_ready, c_ops, arrived, avail, gap, start, end)
+                                                       c_arrived, c_ready, c_ops, arrived, avail, gap, start, end,
+                                                       arrive)
                                     changed = changed or done
                     if c == _WORK_SYNC:
                         wait[r], wait_arg[r], wait_op[r] = _ON_OP, k, k
@@ -414,9 +480,10 @@ def _launched(c: int) -> bool:
 def _drain(s: int, top: int, stack: _I, dirty: _B, op_rank: _I, code: _I, dur: _F, stream: _I, arg: _I,
            unversioned: _B, s_ops: _I, s_head: _I, s_issued: _I, s_free: _F, c_lo: _I, c_hi: _I, coupled: _I,
            ev_time: _F, coll_members: _I, coll_len: _F, coll_base: _I, c_arrived: _I, c_ready: _F, c_ops: _I,
-           arrived: _B, avail: _F, gap: float, start: _F, end: _F) -> tuple[bool, int]:
+           arrived: _B, avail: _F, gap: float, start: _F, end: _F, arrive: _F) -> tuple[bool, int]:
     """Run the issued work of stream ``s`` as far as its dependencies allow; True if any ran (and the
-    new top of the stack of ranks to drain, which a finished collective pushes its other members on)."""
+    new top of the stack of ranks to drain, which a finished collective pushes its other members on;
+    ``arrive``: when each collective reached the head of its stream)."""
     ran = False
     while s_head[s] < s_issued[s]:
         ready = s_free[s]
@@ -441,6 +508,7 @@ def _drain(s: int, top: int, stack: _I, dirty: _B, op_rank: _I, code: _I, dur: _
             x = arg[k]
             if not arrived[k]:
                 arrived[k] = True
+                arrive[k] = begin
                 c_ops[coll_base[x] + c_arrived[x]] = k
                 c_arrived[x] += 1
                 c_ready[x] = max(c_ready[x], begin)

@@ -185,6 +185,45 @@ def test_collective_starts_when_its_last_member_arrives(tmp_path: Path) -> None:
     assert r0.issue[end0] == pytest.approx(r0.end[behind] + 1 * US)
 
 
+def test_work_beside_a_resident_collective_is_stretched_by_its_kind(tmp_path: Path) -> None:
+    """Rank 0 reaches the collective at once and waits 300 us for rank 1, its NCCL kernel resident
+    all the while: a kernel and a GEMM beside it on another stream last their kinds' factors
+    longer; rank 1's same kernel, before its collective, and rank 0's after it, do not.  A kernel
+    that the collective's arrival overtakes is stretched on the share of it that is beside it,
+    as often as the replay needs for the stretch to agree with the overlap it makes."""
+    ranks = [Build(0), Build(1)]
+    for i, b in enumerate(ranks):
+        b.add(Kind.COMM_INIT, a32=i, a=(99, 2 | i << 32))
+        for s in (1, 2):
+            b.add(Kind.STREAM_CREATE, stream=s, a32=1)
+    c0 = coll(ranks[0], 1, 1, stream=1)
+    k0 = ranks[0].kernel(100, stream=2)
+    g0 = ranks[0].add(Kind.BLAS, dur_us=40, stream=2, flags=Flag.ASYNC)
+    k1 = ranks[1].kernel(100, stream=2)
+    coll(ranks[1], 300, 1, stream=1)
+    for b in ranks:
+        b.add(Kind.DEVICE_SYNC)
+    after = ranks[0].kernel(100, stream=2)
+    ranks[0].add(Kind.DEVICE_SYNC)
+    partial = ranks[0].kernel(100, stream=2)
+    c2 = coll(ranks[0], 50, 2, stream=1)  # arrives 50 us into `partial`; rank 1 comes much later
+    ranks[1].add(Kind.DEVICE_SYNC)
+    coll(ranks[1], 1000, 2, stream=1)
+    sharing = {int(Kind.KERNEL): 1.5, int(Kind.BLAS): 2.0}
+    r0, r1 = run(tmp_path, *ranks, coll_us=50, sharing=sharing)
+    assert r0.end[k0] - r0.start[k0] == pytest.approx(150 * US)
+    assert r0.end[g0] - r0.start[g0] == pytest.approx(80 * US)
+    assert r0.end[g0] < r0.start[c0]  # both ran while the collective waited for rank 1
+    assert r1.end[k1] - r1.start[k1] == pytest.approx(100 * US)
+    assert r0.end[after] - r0.start[after] == pytest.approx(100 * US)
+    d = r0.end[partial] - r0.start[partial]
+    beside = (r0.end[partial] - r0.issue[c2]) / d  # from the collective's arrival (an idle stream) on
+    assert 0.5 < beside < 0.7
+    assert d == pytest.approx(100 * US * 1.5**beside, rel=2e-3)
+    plain0, _ = run(tmp_path, *ranks, coll_us=50)
+    assert plain0.end[k0] - plain0.start[k0] == pytest.approx(100 * US)
+
+
 def test_a_collective_a_member_never_reaches_is_reported(tmp_path: Path) -> None:
     ranks = [Build(0), Build(1)]
     for i, b in enumerate(ranks):
@@ -273,7 +312,7 @@ def test_replay_times_collectives_by_the_measured_curve_and_counts_which_model(t
     for per_node, kind, model in ((2, "measured", collective_model(h200, 2)),
                                   (1, "analytical", AnalyticalNccl(Fabric.of(h200, 1)))):
         job = Job(h200, tmp_path, traces, [b.durations for b in ranks], [[] for _ in ranks], {}, per_node,
-                  [np.ones(len(t.records)) for t in traces], {})
+                  [np.ones(len(t.records)) for t in traces], {}, {})
         r0, _ = job.replay(host_model(h200.name))
         want = model.seconds(Collective("all_reduce", 4096, 2, 2 // per_node)) * 1e9
         assert r0.end[c[0]] - r0.start[c[0]] == pytest.approx(want)
