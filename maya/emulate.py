@@ -164,6 +164,7 @@ def emulate(opts: EmulateOptions) -> int:
     )
     summary["run_id"] = run_id
     summary["host_probe_ns"] = probe_ns  # maya.cpu_probe: the emulating CPU's speed
+    summary["emulating_cpus"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     for line in render(summary):
         print(line, file=sys.stderr)

@@ -95,6 +95,7 @@ def trace_facts(trace: Trace) -> dict[str, Any]:
         "memcpys": count(Kind.MEMCPY),
         "graph_launches": int(counts[Kind.GRAPH_LAUNCH]),
         "host_seconds": trace.span_ns / 1e9,
+        "off_cpu_seconds": int(trace.header.get("off_cpu_us", 0)) / 1e6,
         "trace_reserved_peak_bytes": reserved_peaks(trace),
         "failed_allocations": failed_allocations(trace),
         "unsupported_apis": unsupported_apis(trace),
@@ -133,6 +134,7 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             "unsupported_apis": [],
             "device_reads": 0,
             "host_seconds": 0.0,
+            "off_cpu_seconds": 0.0,  # left out of the trace clock: the process was off the CPU between calls
             "trace_files": [p.name for p in files["trace"]],
             "errors": [],
         }
@@ -150,6 +152,7 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             entry["blas_calls"] += facts["blas_calls"]
             entry["dnn_calls"] += facts["dnn_calls"]
             entry["host_seconds"] = max(entry["host_seconds"], facts["host_seconds"])
+            entry["off_cpu_seconds"] = max(entry["off_cpu_seconds"], facts["off_cpu_seconds"])
             reserved = max([reserved, *facts["trace_reserved_peak_bytes"].values()])
             if facts["failed_allocations"]:
                 entry["out_of_memory"] = True
@@ -222,6 +225,7 @@ def render(summary: dict[str, Any]) -> list[str]:
         lines.append(
             f"  rank {r['rank']}: {r['kernel_launches']} kernels, {r['library_calls']} library calls, "
             f"{r['collectives']} collectives, {mem}, {r['host_seconds']:.1f} s host time"
+            + (f" ({r['off_cpu_seconds']:.1f} s off the CPU left out)" if r.get("off_cpu_seconds", 0) >= 0.05 else "")
         )
         if r["out_of_memory"]:
             req = r.get("oom_request_bytes")
@@ -246,4 +250,11 @@ def render(summary: dict[str, Any]) -> list[str]:
             )
         for err in r["errors"]:
             lines.append(f"  rank {r['rank']}: could not read {err}")
+    cpus = summary.get("emulating_cpus")
+    if cpus and summary["num_ranks"] > cpus:
+        lines.append(
+            f"maya: {summary['num_ranks']} ranks shared {cpus} CPU(s): the time each waited for its CPU is left out "
+            "of its host delays, but ranks that share a core also share its caches (their host delays measured "
+            "1.2x to 1.6x slower at 2 to 4 ranks a CPU); for a host-bound job, emulate on a machine with a CPU per rank"
+        )
     return lines

@@ -108,8 +108,8 @@ _HEADER_FIELDS: tuple[tuple[str, str], ...] = (
     ("node", "i"),
     ("gpus_per_node", "i"),
     ("num_devices", "I"),
-    ("reserved0", "I"),
-    ("reserved1", "I"),
+    ("off_cpu_us", "I"),
+    ("reserved", "I"),
     ("start_unix_ns", "Q"),
 )
 _HEADER_STRUCT = struct.Struct("<8s" + "".join(code for _, code in _HEADER_FIELDS) + "64s")
@@ -273,8 +273,8 @@ class TraceWriter:
             "node": 0,
             "gpus_per_node": 8,
             "num_devices": 1,
-            "reserved0": 0,
-            "reserved1": 0,
+            "off_cpu_us": 0,
+            "reserved": 0,
             "start_unix_ns": 0,
             "gpu_name": "",
         }

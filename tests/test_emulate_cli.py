@@ -188,6 +188,9 @@ def test_summary_of_hand_built_traces(tmp_path: Path) -> None:
     text = "\n".join(render(s))
     assert "OUT OF MEMORY: tried to allocate 90.00 GiB with a capacity of 79.65 GiB" in text
     assert "cufftPlanMany" in text
+    assert "shared" not in text  # no emulating CPUs recorded
+    assert "2 ranks shared 1 CPU(s)" in "\n".join(render({**s, "emulating_cpus": 1}))
+    assert "shared" not in "\n".join(render({**s, "emulating_cpus": 2}))
 
 
 def test_missing_library_is_reported(tmp_path: Path) -> None:

@@ -161,3 +161,38 @@ def test_a_disturbed_probe_is_taken_again(monkeypatch: pytest.MonkeyPatch) -> No
     assert cpu_probe.steadier(None, again(None)) is None and len(taken) == 3
     monkeypatch.setattr(cpu_probe, "reference_ns", lambda: None)  # no calibration: always twice
     assert cpu_probe.steadier(500.0, again(400.0)) == 400.0
+
+
+@pytest.mark.parametrize("wall_clock", [False, True])
+def test_time_off_the_cpu_between_calls_is_left_out(tmp_path: Path, wall_clock: bool) -> None:
+    """Between two kernels the script sleeps 300 ms (off the CPU), between the next two it spins
+    300 ms (on it): the trace clock keeps the spin and leaves the sleep out, and the header and
+    the summary say how much; ``MAYA_WALL_CLOCK=1`` keeps both."""
+    from emulated import run_emulated
+
+    script = """
+import time, torch
+x = torch.ones(4, device="cuda")
+def mark():
+    torch.cuda.synchronize()
+    x.add_(1)
+mark(); time.sleep(0.3); mark()
+t = time.perf_counter()
+while time.perf_counter() - t < 0.3:
+    pass
+mark()
+"""
+    r = run_emulated(script, tmp_path, env={"MAYA_WALL_CLOCK": "1"} if wall_clock else {})
+    assert r.returncode == 0, r.output
+    trace = read_trace(r.trace_path())
+    syncs = trace.of_kind(Kind.DEVICE_SYNC)[-3:]
+    t, dur = trace.records["t_ns"], trace.records["dur_ns"]
+    slept, spun = (int(t[b]) - int(t[a] + dur[a]) for a, b in zip(syncs[:-1], syncs[1:], strict=True))
+    assert 0.3e9 <= spun < 0.36e9
+    off = trace.header["off_cpu_us"] / 1e6
+    if wall_clock:
+        assert 0.3e9 <= slept < 0.36e9 and off == 0
+    else:
+        assert slept < 0.02e9 and 0.29 < off < 0.5
+        assert r.rank0["off_cpu_seconds"] == pytest.approx(off)
+        assert "off the CPU left out" in r.stdout + r.stderr

@@ -79,6 +79,7 @@ static void load(void) {
     const char *lim = getenv("MAYA_COPY_LIMIT");
     c->copy_limit = (lim && *lim) ? strtoull(lim, NULL, 0) : (1u << 20);
     c->verbose = env_int("MAYA_VERBOSE", 0);
+    maya_cpu_clock = !env_int("MAYA_WALL_CLOCK", 0);  /* trace.c: time off the CPU left out */
 }
 
 const maya_config *maya_cfg(void) {

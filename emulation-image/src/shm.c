@@ -64,7 +64,7 @@ void maya_shm_backoff(unsigned attempt) {
     } else if (attempt < 256) {
         sched_yield();
     } else {
-        unsigned us = attempt < 1024 ? 20 : attempt < 4096 ? 200 : 1000;
+        unsigned us = attempt < 1024 ? 200 : 1000;
         struct timespec ts = {0, (long)us * 1000};
         nanosleep(&ts, NULL);
     }

@@ -24,7 +24,7 @@ typedef struct {
     char magic[8];
     uint32_t version, slot_size, header_size, pid;
     int32_t rank, local_rank, world_size, node, gpus_per_node;
-    uint32_t num_devices, reserved[2];
+    uint32_t num_devices, off_cpu_us, reserved;
     uint64_t start_unix_ns;
     char gpu_name[64];
 } trace_header;
@@ -36,6 +36,7 @@ static int g_fd = -1;
 static int g_failed;
 static maya_rec g_buf[BUF_SLOTS];
 static int g_used;
+static trace_header g_header;
 static uint64_t g_t0;
 static int g_threads;
 static __thread int t_thread = -1;
@@ -45,16 +46,108 @@ typedef struct { char *text; uint64_t id; } str_entry;
 static str_entry *g_strs;
 static size_t g_str_cap, g_str_count;
 
-uint64_t maya_now_ns(void) {
+/* The trace clock leaves out the time the process spends off the CPU between
+ * intercepted calls: preempted by another rank that shares its CPU (8 ranks
+ * emulated on 2 CPUs), by another process, by the hypervisor.  The host delay
+ * between two calls is then the CPU work the program did there, which is what
+ * the replay turns into the GPU server's.  Inside a call the clock runs as the
+ * wall clock, so waits there (for a collective's peers) keep their length.
+ *
+ * The process's CPU time (every thread's: a thread that waits while another
+ * runs, as PyTorch's main thread during autograd's backward pass, is not off
+ * the CPU) is read only at the start of a call that comes at least
+ * GAP_READ_NS after the last recorded call ended, since a preemption makes a
+ * gap at least a scheduler slice long: two reads a call cost the host delays
+ * about 5% (a system call each, and what it does to the caches).  What went
+ * off the CPU since the previous read is taken out there (at most the gap),
+ * which holds when the calls between the two reads were short and no other
+ * thread was inside one: a long call (which may have waited off the CPU) is
+ * read at its end and starts a new interval there, and while another thread
+ * is inside a call (or made one that wrote no record, and has not called
+ * since) the next read only starts one.  Emulation only (maya_cpu_clock, set
+ * by config.c): a recorded trace keeps the wall clock, which CUPTI's
+ * timestamps are aligned to. */
+#define GAP_READ_NS 50000ull
+#define LONG_CALL_NS 50000ull
+#define SMALLEST_OFF_NS 20000ull
+int maya_cpu_clock;
+static pthread_mutex_t g_clock_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_off;                  /* ns off the CPU left out so far */
+static uint64_t g_mark_wall;            /* when the last recorded call ended */
+static uint64_t g_ref_wall, g_ref_cpu;  /* the last read of the process's CPU time */
+static int g_ref_valid;                 /* ...and nothing since that could have waited off the CPU */
+static int g_inside;                    /* threads whose call has not ended (as far as we know) */
+static __thread int t_inside;
+static pthread_key_t g_thread_key;      /* a thread that ends inside a call no longer counts */
+
+static uint64_t wall_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    return now - g_t0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - g_t0;
+}
+
+static uint64_t process_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t maya_now_ns(void) { return wall_ns() - __atomic_load_n(&g_off, __ATOMIC_RELAXED); }
+
+uint64_t maya_off_cpu_ns(void) { return __atomic_load_n(&g_off, __ATOMIC_RELAXED); }
+
+static void thread_gone(void *unused) {
+    (void)unused;
+    pthread_mutex_lock(&g_clock_lock);
+    if (t_inside) g_inside--;
+    t_inside = 0;
+    pthread_mutex_unlock(&g_clock_lock);
 }
 
 maya_call maya_enter(void) {
-    maya_call c = {maya_now_ns()};
+    uint64_t wall = wall_ns();  /* before reading the CPU time: that read counts as the call's */
+    if (maya_cpu_clock) {
+        pthread_mutex_lock(&g_clock_lock);
+        if (!t_inside) {  /* (else this thread's last call wrote no record: it is over) */
+            if (!pthread_getspecific(g_thread_key)) pthread_setspecific(g_thread_key, &g_thread_key);
+            t_inside = 1;
+            g_inside++;
+        }
+        uint64_t gap = wall > g_mark_wall ? wall - g_mark_wall : 0;
+        if (g_inside > 1) {
+            g_ref_valid = 0;
+        } else if (gap >= GAP_READ_NS) {
+            uint64_t cpu = process_cpu_ns();
+            if (g_ref_valid && wall - g_ref_wall > cpu - g_ref_cpu) {
+                uint64_t off = wall - g_ref_wall - (cpu - g_ref_cpu);
+                if (off > gap) off = gap;
+                if (off >= SMALLEST_OFF_NS) __atomic_add_fetch(&g_off, off, __ATOMIC_RELAXED);
+            }
+            g_ref_wall = wall;
+            g_ref_cpu = cpu;
+            g_ref_valid = 1;
+        }
+        pthread_mutex_unlock(&g_clock_lock);
+    }
+    maya_call c = {wall - __atomic_load_n(&g_off, __ATOMIC_RELAXED)};
     return c;
+}
+
+/* The end of a recorded call that started at trace time t0: where the next host delay starts. */
+static void call_ended(uint64_t t0) {
+    if (!maya_cpu_clock) return;
+    pthread_mutex_lock(&g_clock_lock);
+    if (t_inside) g_inside--;
+    t_inside = 0;
+    uint64_t wall = wall_ns();
+    if (wall - __atomic_load_n(&g_off, __ATOMIC_RELAXED) - t0 > LONG_CALL_NS) {
+        g_ref_cpu = process_cpu_ns();
+        wall = wall_ns();
+        g_ref_wall = wall;
+        g_ref_valid = g_inside == 0;
+    }
+    g_mark_wall = wall;
+    pthread_mutex_unlock(&g_clock_lock);
 }
 
 static void append_locked(const maya_rec *r, const uint64_t *words, int n);
@@ -96,6 +189,11 @@ static void write_all(const void *p, size_t n) {
 static void flush_locked(void) {
     if (g_used && g_fd >= 0) write_all(g_buf, (size_t)g_used * MAYA_SLOT);
     g_used = 0;
+    if (g_fd >= 0 && !g_failed) {  /* the header's running total of time off the CPU */
+        uint64_t us = maya_off_cpu_ns() / 1000;
+        g_header.off_cpu_us = us > 0xFFFFFFFFull ? 0xFFFFFFFFu : (uint32_t)us;
+        if (pwrite(g_fd, &g_header, sizeof g_header, 0) != (ssize_t)sizeof g_header) g_failed = 1;
+    }
 }
 
 void maya_trace_flush(void) {
@@ -142,6 +240,7 @@ static void open_locked(void) {
     }
     trace_header h;
     memset(&h, 0, sizeof h);
+    /* (kept in g_header: each flush rewrites it with the time off the CPU so far) */
     memcpy(h.magic, MAYA_TRACE_MAGIC, 8);
     h.version = MAYA_TRACE_VERSION;
     h.slot_size = MAYA_SLOT;
@@ -155,8 +254,9 @@ static void open_locked(void) {
     h.num_devices = (uint32_t)cfg->num_devices;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    h.start_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - maya_now_ns();
+    h.start_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - wall_ns();
     snprintf(h.gpu_name, sizeof h.gpu_name, "%s", cfg->gpu.name);
+    g_header = h;
     write_all(&h, sizeof h);
     catch_fatal(SIGTERM);
     catch_fatal(SIGABRT);
@@ -188,6 +288,7 @@ void maya_rec_init(maya_rec *r, uint8_t kind, maya_call c) {
     r->device = (uint8_t)maya_current_device();
     r->thread = maya_thread_index();
     r->t_ns = c.t0;
+    call_ended(c.t0);  /* first: its work is the call's time, not the next host delay's */
     uint64_t d = maya_now_ns() - c.t0;
     r->dur_ns = d > 0xFFFFFFFFull ? 0xFFFFFFFFu : (uint32_t)d;
 }
@@ -282,6 +383,9 @@ static void after_fork_child(void) {
     g_strs = NULL;
     g_str_cap = g_str_count = 0;
     pthread_mutex_init(&g_lock, NULL);
+    pthread_mutex_init(&g_clock_lock, NULL);
+    g_ref_valid = 0;
+    g_inside = t_inside;  /* the forking thread alone goes on in the child */
 }
 
 __attribute__((constructor)) static void trace_init(void) {
@@ -290,6 +394,7 @@ __attribute__((constructor)) static void trace_init(void) {
     g_t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     atexit(at_exit);
     pthread_atfork(NULL, NULL, after_fork_child);
+    pthread_key_create(&g_thread_key, thread_gone);
 }
 
 __attribute__((destructor)) static void trace_fini(void) { maya_trace_flush(); }
