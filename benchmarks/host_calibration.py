@@ -150,12 +150,16 @@ def main() -> int:
               f"max {100 * summary['max_abs_error']:.1f}%")
         machines[gpu] = {"slowdown": round(slowdown, 3), "call_scale": round(call_scale, 3), "configs": len(rows),
                          "call_ns": calls, "launch": launch}
+        node_calls = call_costs(f"{gpu}-node")  # machines of several GPUs: priced apart, not fitted on
+        if node_calls:
+            machines[gpu]["node_call_ns"] = node_calls
         report[gpu] = {"summary": summary, "call_ns": calls, "launch": launch, "configs": rows}
     emulating = {"cpu": cpu_model(), "cpus": len(os.sched_getaffinity(0)), "host_probe_ns": reference}
     CALIBRATION.write_text(json.dumps({
         "about": "Host model per catalog machine: the host ns of each kind of CUDA call measured on GPU servers "
                  "(call_ns, benchmarks/server_call_cost.sh, the median over machines), and the factors on those "
-                 "costs (call_scale) and on the host delays emulated on the CPU below (slowdown; that CPU's "
+                 "costs (call_scale; node_call_ns: the same calls on machines of several such GPUs, for jobs "
+                 "of several ranks) and on the host delays emulated on the CPU below (slowdown; that CPU's "
                  "maya.cpu_probe read host_probe_ns, and delays emulated elsewhere are rescaled by it) that make "
                  "the replay's host time per step closest to the server's (benchmarks/host_calibration.py); "
                  "and the server's launch latency and gap between queued operations (launch, "

@@ -9,7 +9,8 @@ it, so the ground truth pools several machines rather than many runs of
 one.  ``--calls``: the lines
 of ``benchmarks/server_call_cost.sh``, appended to
 ``benchmarks/data/server_call_cost/<GPU>.json``, whose ``ns_per_call`` becomes
-the median over every run of every machine.  ``--campaign``: a
+the median over every run of every machine (``--gpu <GPU>-node``: a machine of
+several such GPUs, whose call costs price jobs of several ranks).  ``--campaign``: a
 ``benchmarks/gpu_fidelity_campaign.py --no-profile`` folder; each
 configuration's runs are appended to ``benchmarks/data/step_times/<GPU>/``,
 tagged with the lease, and its probe is kept as ``env-<lease>.json``.

@@ -163,7 +163,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     job = prepare(folder, gpu, gpus_per_node=gpus_per_node, oracle=oracle)
     g, traces = job.gpu, job.traces
     if host is None:
-        host = host_model(g.name).as_recorded() if oracle else host_model(g.name)
+        host = host_model(g.name).as_recorded() if oracle else host_model(g.name, node=len(traces) > 1)
     results = job.replay(host)
     try:
         steps, records = trace_steps(traces[0])

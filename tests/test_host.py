@@ -108,6 +108,13 @@ def test_calibrated_and_nominal_host(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"machines": {"X": {"slowdown": 2.5, "configs": 3}}}))
     assert host_model("X", path).slowdown == 2.5 and host_model("X", path).call_ns == {}
+    # A job of several ranks runs on a machine of several GPUs: its calls as measured there, where they were.
+    path.write_text(json.dumps({"machines": {"X": {"slowdown": 2.5, "call_scale": 1.5, "call_ns": {"kernel": 4000.0},
+                                                   "node_call_ns": {"kernel": 3000.0}}}}))
+    assert host_model("X", path, node=True).call_ns == {int(Kind.KERNEL): 3000.0}
+    assert host_model("X", path).call_ns == {int(Kind.KERNEL): 4000.0}
+    assert host_model("X", path, node=True).slowdown == 2.5 and host_model("X", path, node=True).call_scale == 1.5
+    assert host_model("H100-SXM-80GB", node=True) == host_model("H100-SXM-80GB")  # none measured: the same
 
 
 def test_server_call_costs_price_the_replayed_host(tmp_path: Path) -> None:
