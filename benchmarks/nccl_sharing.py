@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -45,12 +44,11 @@ PROFILES = sorted((ROOT / "benchmarks" / "data" / "gpu_fidelity").glob("*-ddp*")
 RESULT = ROOT / "benchmarks" / "results" / "nccl_sharing.json"
 KINDS = ("BLAS", "DNN", "KERNEL")
 SHORTEST_US = 5.0
-_NCCL = re.compile(r"nccl", re.I)
 
 
 def record_kind(name: str) -> str:
     """The record the replay has for a real kernel: NCCL, BLAS (cuBLAS), DNN (cuDNN) or KERNEL."""
-    if NCCL_KERNEL.search(name) or _NCCL.search(name):
+    if NCCL_KERNEL.search(name):
         return "NCCL"
     if DNN_KERNEL.search(name):
         return "DNN"

@@ -6,7 +6,7 @@ run meanwhile get fewer SMs.  In DDP the backward pass runs beside the
 gradient all-reduces, so this lengthens the step.  Profiled DDP steps on
 2 x H200 (``benchmarks/nccl_sharing.py``) put the same kernel on one rank
 beside a resident NCCL kernel and on the other rank not: cuBLAS's GEMMs,
-persistent kernels sized to every SM, ran about 1.7 times as long, PyTorch's
+persistent kernels sized to every SM, ran about 1.8 times as long, PyTorch's
 own kernels and cuDNN's a few percent longer.  The replay stretches the
 share of each operation's time that overlaps a resident collective by its
 record kind's factor (:func:`maya.predictor.simulator.simulate`).

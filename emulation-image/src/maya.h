@@ -122,7 +122,6 @@ uint64_t maya_now_ns(void);
 typedef struct { uint64_t t0; } maya_call;
 /* Emulation sets this: the trace clock leaves out time off the CPU between calls (trace.c). */
 extern int maya_cpu_clock;
-uint64_t maya_off_cpu_ns(void);
 maya_call maya_enter(void);
 
 /* Fill and append a record; dur_ns is taken from the call.  The device is the

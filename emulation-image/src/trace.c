@@ -94,8 +94,6 @@ static uint64_t process_cpu_ns(void) {
 
 uint64_t maya_now_ns(void) { return wall_ns() - __atomic_load_n(&g_off, __ATOMIC_RELAXED); }
 
-uint64_t maya_off_cpu_ns(void) { return __atomic_load_n(&g_off, __ATOMIC_RELAXED); }
-
 static void thread_gone(void *unused) {
     (void)unused;
     pthread_mutex_lock(&g_clock_lock);
@@ -190,7 +188,7 @@ static void flush_locked(void) {
     if (g_used && g_fd >= 0) write_all(g_buf, (size_t)g_used * MAYA_SLOT);
     g_used = 0;
     if (g_fd >= 0 && !g_failed) {  /* the header's running total of time off the CPU */
-        uint64_t us = maya_off_cpu_ns() / 1000;
+        uint64_t us = __atomic_load_n(&g_off, __ATOMIC_RELAXED) / 1000;
         g_header.off_cpu_us = us > 0xFFFFFFFFull ? 0xFFFFFFFFu : (uint32_t)us;
         if (pwrite(g_fd, &g_header, sizeof g_header, 0) != (ssize_t)sizeof g_header) g_failed = 1;
     }
@@ -238,26 +236,25 @@ static void open_locked(void) {
         fprintf(stderr, "maya: cannot write the trace %s: %s\n", path, strerror(errno));
         return;
     }
-    trace_header h;
-    memset(&h, 0, sizeof h);
-    /* (kept in g_header: each flush rewrites it with the time off the CPU so far) */
-    memcpy(h.magic, MAYA_TRACE_MAGIC, 8);
-    h.version = MAYA_TRACE_VERSION;
-    h.slot_size = MAYA_SLOT;
-    h.header_size = MAYA_HEADER_SIZE;
-    h.pid = (uint32_t)getpid();
-    h.rank = cfg->rank;
-    h.local_rank = cfg->local_rank;
-    h.world_size = cfg->world_size;
-    h.node = cfg->node;
-    h.gpus_per_node = cfg->gpus_per_node;
-    h.num_devices = (uint32_t)cfg->num_devices;
+    /* Kept: each flush rewrites it with the time off the CPU so far. */
+    trace_header *h = &g_header;
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, MAYA_TRACE_MAGIC, 8);
+    h->version = MAYA_TRACE_VERSION;
+    h->slot_size = MAYA_SLOT;
+    h->header_size = MAYA_HEADER_SIZE;
+    h->pid = (uint32_t)getpid();
+    h->rank = cfg->rank;
+    h->local_rank = cfg->local_rank;
+    h->world_size = cfg->world_size;
+    h->node = cfg->node;
+    h->gpus_per_node = cfg->gpus_per_node;
+    h->num_devices = (uint32_t)cfg->num_devices;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    h.start_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - wall_ns();
-    snprintf(h.gpu_name, sizeof h.gpu_name, "%s", cfg->gpu.name);
-    g_header = h;
-    write_all(&h, sizeof h);
+    h->start_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - wall_ns();
+    snprintf(h->gpu_name, sizeof h->gpu_name, "%s", cfg->gpu.name);
+    write_all(h, sizeof *h);
     catch_fatal(SIGTERM);
     catch_fatal(SIGABRT);
     catch_fatal(SIGSEGV);
