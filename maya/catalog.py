@@ -76,6 +76,16 @@ class GPU:
     def nvlink_bytes_per_s(self) -> float:
         return float(self.fields["nvlink_gbps"]) * 1e9
 
+    @property
+    def price_usd_per_hour(self) -> float:
+        """The default on-demand price of one GPU-hour (a plan may override it)."""
+        return float(self.fields["price_usd_per_hour"])
+
+    @property
+    def gpu_product(self) -> str:
+        """The ``nvidia.com/gpu.product`` node label of this model (GPU Feature Discovery)."""
+        return str(self.fields["gpu_product"])
+
     def peak_flops(self, dtype: str) -> float:
         """Dense peak in FLOP/s for ``dtype`` (one of ``DTYPES``); 0 if unsupported."""
         return float(self.fields["peak_tflops"].get(dtype, 0.0)) * 1e12

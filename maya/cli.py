@@ -4,6 +4,7 @@
     maya record --out DIR -- COMMAND...          (on a machine with a real GPU)
     maya predict --gpu NAME [--gpus-per-node M] [--repeat K] [--json] [--timeline FILE] [--out DIR] -- COMMAND...
     maya predict --gpu NAME --from DIR [--oracle] [--json] [--timeline FILE]
+    maya plan FILE [--json] [--report DIR]
     maya gpus
     maya summary DIR
     maya trace FILE
@@ -80,6 +81,19 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--oracle", action="store_true", help="with --from: use the recorded device times")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.add_argument("--timeline", type=Path, default=None, help="write a Chrome/Perfetto trace of the replay")
+    pl = sub.add_parser(
+        "plan",
+        help="recommend the GPU shape for a TrainingPlan",
+        usage="maya plan FILE [--json] [--report DIR]",
+        description="Read a TrainingPlan (the custom resource's YAML), emulate the candidate configurations it "
+        "describes (shape x micro-batch x knobs) as few times as possible, predict each on its GPU, and recommend "
+        "the cheapest (or fastest) that fits in memory and meets the deadline.  Emulations are cached, so a change "
+        "of prices, objective or deadline re-plans in seconds.",
+    )
+    pl.add_argument("file", type=Path, metavar="FILE", help="the plan (YAML or JSON)")
+    pl.add_argument("--json", action="store_true", help="print the status object the operator writes (camelCase)")
+    pl.add_argument("--report", type=Path, default=None, metavar="DIR",
+                    help="write an HTML report (time against cost, Pareto front) and the recommendation's timeline")
     sub.add_parser("gpus", help="list the GPU catalog")
     s = sub.add_parser("summary", help="summarise the output folder of an earlier run again")
     s.add_argument("dir", type=Path)
@@ -305,6 +319,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_summary(args.dir)
     if args.cmd == "estimators":
         return _cmd_estimators(args)
+    if args.cmd == "plan":
+        from maya.plan.command import run_plan
+
+        return run_plan(args.file, as_json=args.json, report=args.report)
     return _cmd_trace(args)
 
 

@@ -1,0 +1,107 @@
+"""What one emulation says about each GPU: a prediction, or out of memory, or the script's failure.
+
+An emulation runs on one GPU of an architecture (the largest of the plan's);
+:func:`predict_gpus` re-estimates its trace for every GPU of that
+architecture, and :func:`memory_verdict` says where its peak memory is a
+verdict on its own and where it comes so close to a smaller GPU's capacity
+that only an emulation on that GPU can tell (the caching allocator frees and
+retries near its limit).  :func:`predict_gpus` is what an emulation pod's
+predictor runs in the cluster, so its output is small JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from maya import catalog
+
+# Above this share of a GPU's usable memory, an emulation on a larger GPU no longer tells whether it fits.
+NEAR_CAPACITY = 0.90
+
+
+@dataclass
+class Outcome:
+    """A candidate's verdict; ``prediction`` holds the predictor's small JSON when it ran."""
+
+    status: str  # ok | oom | failed | pruned
+    reason: str = ""
+    prediction: dict[str, Any] = field(default_factory=dict)
+    peak_bytes: int | None = None
+    emulation: str = ""
+
+
+
+def usable_bytes(gpu: str) -> int:
+    g = catalog.lookup(gpu)
+    return g.memory_bytes - g.reserved_bytes
+
+
+def architecture(gpu: str) -> str:
+    """GPUs of one compute capability run the same kernels: one trace serves them all."""
+    return "sm_" + str(catalog.lookup(gpu).fields["cc"]).replace(".", "")
+
+
+def run_result(folder: Path, exit_code: int, log_tail: str) -> dict[str, Any]:
+    """How an emulation ended, from its ``summary.json``: ``ok``, ``oom`` or ``failed`` with the script's error."""
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        summary = {}
+    ranks = summary.get("ranks", [])
+    peak_reserved = max((int(r.get("peak_reserved_bytes") or 0) for r in ranks), default=0)
+    peak_allocated = max((int(r.get("peak_allocated_bytes") or 0) for r in ranks), default=0)
+    result: dict[str, Any] = {"exitCode": exit_code, "peakReservedBytes": peak_reserved,
+                              "peakAllocatedBytes": peak_allocated, "gpu": summary.get("gpu", {}).get("name")}
+    if summary.get("out_of_memory"):
+        short = max((int(r.get("oom_short_by_bytes") or 0) for r in ranks), default=0)
+        request = max((int(r.get("oom_request_bytes") or 0) for r in ranks), default=0)
+        result.update(status="oom", shortByBytes=short, requestBytes=request)
+    elif exit_code != 0 or not ranks:
+        unsupported = summary.get("unsupported_apis") or []
+        why = f"unsupported CUDA API(s) {', '.join(unsupported)}; " if unsupported else ""
+        result.update(status="failed", error=f"{why}the script exited with code {exit_code}: {_last_error(log_tail)}")
+    else:
+        result["status"] = "ok"
+    return result
+
+
+def _last_error(log: str) -> str:
+    """The script's own error: its traceback's last lines, not Maya's summary."""
+    lines = [ln for ln in log.strip().splitlines() if ln.strip() and not ln.startswith("maya: ")
+             and not ln.startswith("  rank ")]
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("Traceback"):
+            return "\n".join(lines[i:])[-1500:]
+    return "\n".join(lines[-8:])[-1500:] or "(no output)"
+
+
+def memory_verdict(result: dict[str, Any], gpu: str) -> str:
+    """``fits``, ``oom`` or ``near`` (emulate on ``gpu`` itself) for a run emulated on a GPU at least as large."""
+    usable = usable_bytes(gpu)
+    if result["status"] == "oom" or result["peakAllocatedBytes"] > usable:
+        return "oom"
+    if result["peakReservedBytes"] <= NEAR_CAPACITY * usable:
+        return "fits"
+    return "near"
+
+
+def predict_gpus(folder: Path, gpus: Sequence[str], gpus_per_node: int) -> dict[str, dict[str, Any]]:
+    """The prediction of the emulation in ``folder`` on each of ``gpus``, as small JSON objects."""
+    from maya.predict import PredictError, predict_folder
+
+    out: dict[str, dict[str, Any]] = {}
+    for gpu in gpus:
+        try:
+            p = predict_folder(folder, gpu, gpus_per_node=gpus_per_node)
+        except PredictError as e:
+            out[gpu] = {"error": str(e)}
+            continue
+        js = p.to_json()
+        out[gpu] = {"stepTimeSeconds": p.step_time_s, "stepTimeSecondsLow": js.get("step_time_low_s"),
+                    "stepTimeSecondsHigh": js.get("step_time_high_s"), "steps": list(p.steps_s),
+                    "peakMemoryBytes": max(p.peak_memory_bytes, default=0), "breakdown": p.breakdown}
+    return out

@@ -1,0 +1,281 @@
+"""The search: which emulations a plan needs, in which order, and what each candidate's verdict is.
+
+:class:`Search` is a state machine so that the same search drives the local
+``maya plan`` (one emulation after another) and the operator (emulation Jobs
+in parallel, results arriving while others run): ask :meth:`Search.next` for
+emulations to run, hand each result to :meth:`Search.record`, and read
+:meth:`Search.outcomes` when :meth:`Search.finished`.
+
+Emulations are as few as possible: candidates that differ only by GPU model
+within one architecture share one emulation, run on the largest of those
+GPUs; a smaller GPU gets its own only when the peak memory comes near its
+capacity.  Smallest micro-batches run first, so that one that runs out of
+memory prunes the larger ones with the same knobs and shape (and GPUs with
+no more memory).  Spaces larger than ``search.exhaustiveUpTo`` are sampled
+by optuna (TPE or CMA-ES, with memory and deadline as constraints) under a
+budget of ``search.maxEmulations`` emulations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from maya.plan.candidates import Candidate, Program, Skipped, enumerate_candidates, program_of
+from maya.plan.evaluate import Outcome, architecture, memory_verdict, usable_bytes
+from maya.plan.spec import Plan
+
+
+@dataclass(frozen=True)
+class Request:
+    """One emulation to run: ``program`` on ``gpu``, then predicted for each of ``predict_for``."""
+
+    program: Program
+    gpu: str
+    predict_for: tuple[str, ...]
+
+
+@dataclass
+class _Done:
+    result: dict[str, Any]
+    predictions: dict[str, dict[str, Any]]
+    key: str
+    reused: bool
+
+
+class Search:
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.candidates, self.skipped = enumerate_candidates(plan)
+        self.program = {c: program_of(plan, c) for c in self.candidates}
+        self._groups: dict[tuple[Program, str], list[Candidate]] = {}
+        for c in self.candidates:
+            self._groups.setdefault((self.program[c], architecture(c.gpu)), []).append(c)
+        self.done: dict[tuple[Program, str], _Done] = {}
+        self.requested: set[tuple[Program, str]] = set()
+        self.pruned: dict[Candidate, str] = {}
+        self.emulations = {"ran": 0, "failed": 0, "reused": 0}
+        self.stopped = ""  # why the search ended early
+        self.sampled = len(self.candidates) > plan.search.exhaustive_up_to
+        self._sampler = _Sampler(self) if self.sampled and self.candidates else None
+
+    @property
+    def method(self) -> str:
+        if self._sampler is None:
+            return f"exhaustive ({len(self.candidates)} candidates)"
+        return (f"sampled: optuna {self.plan.search.sampler.upper()} over {len(self.candidates)} candidates, "
+                f"at most {self.plan.search.max_emulations} emulations")
+
+    # -- which emulations ------------------------------------------------------------------------------------------
+    def _request(self, program: Program, gpus: list[str]) -> Request:
+        big = max(gpus, key=usable_bytes)
+        return Request(program, big, tuple(sorted(set(gpus), key=lambda g: -usable_bytes(g))))
+
+    def _first_request(self, program: Program, arch: str) -> Request:
+        return self._request(program, [c.gpu for c in self._groups[(program, arch)] if c not in self.pruned])
+
+    def next(self, limit: int = 1) -> list[Request]:
+        """Up to ``limit`` emulations that can run now (none: wait for running ones, or the search is over)."""
+        if self.stopped:
+            return []
+        if self._sampler is not None:
+            return self._sampler.next(limit)
+        out: list[Request] = []
+        for (program, arch), members in sorted(self._groups.items(), key=lambda kv: _order(kv[1][0])):
+            if len(out) >= limit:
+                break
+            if all(c in self.pruned for c in members):
+                continue
+            for req in self._wanted(program, arch):
+                if (req.program, req.gpu) not in self.requested:
+                    out.append(req)
+        for req in out:
+            self.requested.add((req.program, req.gpu))
+        return out
+
+    def _wanted(self, program: Program, arch: str) -> list[Request]:
+        """The group's first emulation, or the re-emulations its memory verdicts ask for."""
+        members = [c for c in self._groups[(program, arch)] if c not in self.pruned]
+        first = self._first_request(program, arch) if members else None
+        if first is None:
+            return []
+        done = self.done.get((program, first.gpu))
+        if done is None:
+            return [first]
+        return [Request(program, c.gpu, (c.gpu,)) for c in members
+                if c.gpu != first.gpu and memory_verdict(done.result, c.gpu) == "near"
+                and (program, c.gpu) not in self.done]
+
+    def stop(self, reason: str) -> None:
+        """End the search: candidates not yet evaluated say ``reason``."""
+        self.stopped = reason
+
+    def finished(self) -> bool:
+        """True when no emulation is running or still wanted."""
+        if any(key not in self.done for key in self.requested):
+            return False
+        if self.stopped:
+            return True
+        if self._sampler is not None:
+            return self._sampler.exhausted
+        return not any(self._wanted(p, a) for (p, a) in self._groups)
+
+    # -- results ---------------------------------------------------------------------------------------------------
+    def record(self, req: Request, result: dict[str, Any], predictions: dict[str, dict[str, Any]], *, key: str = "",
+               reused: bool = False) -> None:
+        """The result of ``req`` (see :func:`maya.plan.evaluate.run_result`) and its predictions by GPU."""
+        self.requested.add((req.program, req.gpu))
+        self.done[(req.program, req.gpu)] = _Done(result, predictions, key, reused)
+        self.emulations["reused" if reused else "ran"] += 1
+        if result["status"] == "failed":
+            self.emulations["failed"] += 1
+        if result["status"] == "oom":
+            self._prune_after_oom(req)
+        if self._sampler is not None:
+            self._sampler.told(req)
+
+    def _prune_after_oom(self, req: Request) -> None:
+        """Larger micro-batches with the same knobs and shape, on GPUs with no more memory, run out too."""
+        cap = usable_bytes(req.gpu)
+        ran = next(c for c in self.candidates if self.program[c] == req.program)
+        for c in self.candidates:
+            p = self.program[c]
+            if (c.micro_batch > ran.micro_batch and c.knobs == ran.knobs and usable_bytes(c.gpu) <= cap
+                    and (p.gpus_per_node, p.nodes) == (req.program.gpus_per_node, req.program.nodes)
+                    and c not in self.pruned and not any(q == p for (q, _g) in self.done)):
+                self.pruned[c] = (f"micro-batch {ran.micro_batch} already ran out of memory on {req.gpu} with the "
+                                  "same knobs and shape")
+
+    # -- verdicts --------------------------------------------------------------------------------------------------
+    def outcome(self, c: Candidate) -> Outcome:
+        program = self.program[c]
+        mine = self.done.get((program, c.gpu))
+        first = next((d for (p, g), d in self.done.items()
+                      if p == program and architecture(g) == architecture(c.gpu) and c.gpu in d.predictions), None)
+        first = first or next((d for (p, g), d in self.done.items()
+                               if p == program and architecture(g) == architecture(c.gpu)
+                               and usable_bytes(g) >= usable_bytes(c.gpu)), None)
+        done = mine or first
+        if done is None:
+            reason = self.pruned.get(c) or self.stopped or (
+                "not sampled: the search spent its emulation budget" if self.sampled else "not evaluated")
+            return Outcome("pruned", reason)
+        r = done.result
+        peak = int(r.get("peakReservedBytes") or 0) or None
+        if r["status"] == "failed":
+            return Outcome("failed", r.get("error", "the emulation failed"), emulation=done.key)
+        verdict = "fits" if done is mine and r["status"] == "ok" else memory_verdict(r, c.gpu)
+        if verdict == "oom":
+            return Outcome("oom", _oom_reason(r, c.gpu, done is mine), peak_bytes=peak, emulation=done.key)
+        if verdict == "near":
+            return Outcome("pruned", f"peak memory near the capacity of {c.gpu}: needs an emulation on it",
+                           peak_bytes=peak)
+        pred = done.predictions.get(c.gpu)
+        if not pred or "error" in pred:
+            return Outcome("failed", (pred or {}).get("error", f"no prediction for {c.gpu}"), emulation=done.key)
+        return Outcome("ok", "", pred, int(pred.get("peakMemoryBytes") or peak or 0), done.key)
+
+    def outcomes(self) -> list[tuple[Candidate, Outcome]]:
+        return [(c, self.outcome(c)) for c in self.candidates]
+
+    def needed(self) -> int:
+        """Emulations the search asked for (run or reused)."""
+        return len(self.requested)
+
+
+def _order(c: Candidate) -> tuple[Any, ...]:
+    return (c.micro_batch, c.shape.gpus, repr(c.knobs))
+
+
+def _oom_reason(r: dict[str, Any], gpu: str, emulated_here: bool) -> str:
+    usable = usable_bytes(gpu)
+    gib = 2**30
+    need = max(int(r.get("peakAllocatedBytes") or 0), int(r.get("requestBytes") or 0))
+    where = "" if emulated_here else f" (emulated on {r.get('gpu') or 'a larger GPU'})"
+    if r["status"] == "oom" and emulated_here:
+        short = int(r.get("shortByBytes") or 0)
+        return f"ran out of memory on {gpu}: short by {short / gib:.2f} GiB of {usable / gib:.2f} GiB"
+    if r["status"] == "oom":
+        return f"ran out of memory on a GPU with more memory than {gpu}{where}"
+    return (f"needs {need / gib:.2f} GiB, {gpu} has {usable / gib:.2f} GiB: short by "
+            f"{(need - usable) / gib:.2f} GiB{where}")
+
+
+class _Sampler:
+    """optuna over the candidate space: each trial a candidate, an emulation only for a new program."""
+
+    def __init__(self, search: Search) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.search = search
+        plan = search.plan
+        self.by_choice = {(c.shape, c.micro_batch, c.knobs): c for c in search.candidates}
+        self.space: list[tuple[str, list[Any]]] = [("shape", list(plan.shapes)), ("microBatch", list(plan.micro_batches))]
+        self.space += [(k.name, list(k.choices())) for k in plan.knobs]
+        sampler: Any
+        if plan.search.sampler == "cmaes":
+            sampler = optuna.samplers.CmaEsSampler(seed=plan.search.seed, warn_independent_sampling=False)
+        else:
+            sampler = optuna.samplers.TPESampler(seed=plan.search.seed, constraints_func=_constraints)
+        self.study = optuna.create_study(direction="minimize", sampler=sampler)
+        self.waiting: dict[tuple[Program, str], list[tuple[Any, Candidate]]] = {}
+        self.seen: set[Candidate] = set()
+        self.asks = 0
+        self.exhausted = False
+        self.value: Callable[[Candidate, Outcome], float | None] = _default_value(plan)
+
+    def next(self, limit: int) -> list[Request]:
+        out: list[Request] = []
+        budget = self.search.plan.search.max_emulations
+        while len(out) < limit and not self.exhausted:
+            if len(self.search.requested) >= budget or len(self.seen) >= len(self.search.candidates) \
+                    or self.asks >= 20 * max(1, len(self.search.candidates)):
+                self.exhausted = True
+                break
+            trial = self.study.ask()
+            self.asks += 1
+            picks = [v[trial.suggest_int(name, 0, len(v) - 1)] for name, v in self.space]
+            c = self.by_choice.get((picks[0], picks[1], tuple(zip((n for n, _ in self.space[2:]), picks[2:],
+                                                                   strict=True))))
+            if c is None or c in self.search.pruned:
+                trial.set_user_attr("constraints", [1.0])
+                self.study.tell(trial, float("inf"))
+                continue
+            self.seen.add(c)
+            group = (self.search.program[c], architecture(c.gpu))
+            wanted = self.search._wanted(*group)
+            if not wanted:
+                self._tell(trial, c)
+                continue
+            req = wanted[0]
+            self.waiting.setdefault((req.program, req.gpu), []).append((trial, c))
+            if (req.program, req.gpu) not in self.search.requested:
+                self.search.requested.add((req.program, req.gpu))
+                out.append(req)
+        return out
+
+    def told(self, req: Request) -> None:
+        for trial, c in self.waiting.pop((req.program, req.gpu), []):
+            self._tell(trial, c)
+
+    def _tell(self, trial: Any, c: Candidate) -> None:
+        o = self.search.outcome(c)
+        value = self.value(c, o)
+        trial.set_user_attr("constraints", [0.0 if value is not None else 1.0])
+        self.study.tell(trial, value if value is not None else float("inf"))
+
+
+def _constraints(trial: Any) -> list[float]:
+    return list(trial.user_attrs.get("constraints", [1.0]))
+
+
+def _default_value(plan: Plan) -> Callable[[Candidate, Outcome], float | None]:
+    from maya.plan.choose import objective_value
+
+    return lambda c, o: objective_value(plan, c, o)
+
+
+def skipped_outcomes(skipped: list[Skipped]) -> list[tuple[Candidate, Outcome]]:
+    return [(s.candidate, Outcome("pruned", s.reason)) for s in skipped]
