@@ -1,7 +1,8 @@
 """What the real-API-server tier proves, against kube-apiserver itself.
 
 Covers:
-- the server is up, reports the pinned version, and RBAC knows the admin user;
+- the server is up and reports the pinned version; the admin logs in by token and by
+  the kubeconfig; a bad token gets 401; RBAC judges another user by its bindings;
 - namespaces and ConfigMaps round-trip through the typed ``kubernetes`` client;
 - a CRD with an openAPIV3Schema becomes Established, and its schema rejects bad
   objects (minimum, enum, required) with the field named;
@@ -86,6 +87,16 @@ def test_ready_and_version(kube_apiserver: ControlPlane) -> None:
     user = json.loads(body)["status"]["userInfo"]
     assert user["username"] == ADMIN_USER
     assert "system:masters" in user["groups"]
+
+
+def test_kubeconfig_logs_in(kube_apiserver: ControlPlane) -> None:
+    import kubernetes.config
+
+    config = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(str(kube_apiserver.kubeconfig), client_configuration=config)
+    with kubernetes.client.ApiClient(config) as client:
+        names = {ns.metadata.name for ns in kubernetes.client.CoreV1Api(client).list_namespace().items}
+    assert {"default", "kube-system"} <= names
 
 
 def test_unauthenticated_request_is_refused(kube_apiserver: ControlPlane) -> None:
