@@ -157,6 +157,7 @@ CANDIDATE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "gpu": {"type": "string"},
+        "gpus": {"type": "integer"},
         "gpusPerNode": {"type": "integer"},
         "nodes": {"type": "integer"},
         "microBatch": {"type": "integer"},

@@ -20,7 +20,7 @@ STATUS_CANDIDATES = 20
 def candidate_json(row: Row) -> dict[str, Any]:
     c, o = row.candidate, row.outcome
     out: dict[str, Any] = {
-        "gpu": c.gpu, "gpusPerNode": c.shape.gpus_per_node, "nodes": c.shape.nodes, "microBatch": c.micro_batch,
+        "gpu": c.gpu, "gpus": c.shape.gpus, "gpusPerNode": c.shape.gpus_per_node, "nodes": c.shape.nodes, "microBatch": c.micro_batch,
         "gradientAccumulation": c.accumulation, "knobs": dict(c.knobs),
         "fits": None if o.status in ("failed", "pruned") and o.peak_bytes is None else o.status != "oom",
         "stepTimeSeconds": row.step_s, "stepTimeSecondsLow": row.low_s, "stepTimeSecondsHigh": row.high_s,
