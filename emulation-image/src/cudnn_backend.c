@@ -967,6 +967,10 @@ static cudnnStatus_t finalize(bdesc *d)
     }
     case CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR:
         return need(d, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM;
+    case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: /* a layout view inside SDPA graphs: X and Y */
+        return need(d, CUDNN_ATTR_OPERATION_RESHAPE_XDESC) && need(d, CUDNN_ATTR_OPERATION_RESHAPE_YDESC)
+                   ? CUDNN_STATUS_SUCCESS
+                   : CUDNN_STATUS_BAD_PARAM;
     /* The pieces of a graph that the analysis reads: their attributes are kept as set. */
     case CUDNN_BACKEND_POINTWISE_DESCRIPTOR:
     case CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR:

@@ -133,6 +133,15 @@ static void test_cudnn(void) {
     const char *unchecked = "cudnnBackendFinalize: descriptor type 27 accepted unchecked";
     cudnnBackendDescriptor_t concat = desc(CUDNN_BACKEND_OPERATION_CONCAT_DESCRIPTOR);
     CHECK(cudnnBackendFinalize(concat) == CUDNN_STATUS_SUCCESS && maya_approximated_count(unchecked) == 1);
+    /* A reshape is checked for its two tensors, and so is no approximation. */
+    int after_concat = maya_approximated_count(NULL);
+    cudnnBackendDescriptor_t reshape = desc(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+    CHECK(cudnnBackendFinalize(reshape) == CUDNN_STATUS_BAD_PARAM);
+    cudnnBackendDescriptor_t rx = tensor(7), ry = tensor(8);
+    set_desc(reshape, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, rx);
+    set_desc(reshape, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, ry);
+    CHECK(cudnnBackendFinalize(reshape) == CUDNN_STATUS_SUCCESS);
+    CHECK(maya_approximated_count(NULL) == after_concat);
 
     /* A graph of one ReLU: none of the patterns the analysis knows. */
     int before = maya_approximated_count(NULL);
