@@ -3,7 +3,8 @@
  * - maya_approximated counts each name and writes one APPROXIMATED record per
  *   occurrence, naming it through an interned string;
  * - an unknown cuFuncGetAttribute / cuDeviceGetAttribute / cudaDeviceGetAttribute
- *   attribute is answered 0 and counted; known ones are not;
+ *   attribute, and a memory-pool reuse policy, is answered 0 and counted;
+ *   known ones are not;
  * - kernel argument indices: a signature that cannot be split gives none and
  *   is counted; an index beyond the parameter list is never read and counted;
  * - cudnnBackendFinalize of a descriptor type nothing checks is counted, of a
@@ -78,6 +79,17 @@ static void test_attributes(const char *dir) {
     CHECK(maya_approximated_count("cuDeviceGetAttribute: attribute 100000 answered 0") == 1);
     CHECK(cudaDeviceGetAttribute(&v, (enum cudaDeviceAttr)100000, 0) == cudaSuccess && v == 0);
     CHECK(maya_approximated_count("cudaDeviceGetAttribute: attribute 100000 answered 0") == 1);
+
+    cudaMemPool_t pool;
+    CHECK(cudaDeviceGetDefaultMemPool(&pool, 0) == cudaSuccess);
+    uint64_t used = 1;
+    CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess && used == 0);
+    int reuse = -1;
+    CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolReuseAllowOpportunistic, &reuse) == cudaSuccess && reuse == 0);
+    char what[96];
+    snprintf(what, sizeof what, "cudaMemPoolGetAttribute: attribute %d answered 0",
+             (int)cudaMemPoolReuseAllowOpportunistic);
+    CHECK(maya_approximated_count(what) == 1);
 }
 
 static void test_kernel_args(void) {
