@@ -5,7 +5,7 @@
  * to the rest only through this header: configuration (config.c), the trace
  * writer (trace.c), virtual device memory (memory.c), kernel identity
  * (registry.c), streams/events/current device (cudart.c) and the record of
- * unsupported calls (unsupported.c).  Everything is hidden except the symbols
+ * unsupported and approximated calls (unsupported.c).  Everything is hidden except the symbols
  * marked MAYA_EXPORT, which are the replaced APIs.
  */
 #ifndef MAYA_H
