@@ -211,6 +211,8 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
         print("  device time by estimate confidence: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in p.confidence.items()))
     if p.collective_models:  # measured: NCCL timed on GPUs of this NVLink (maya/predictor/collectives.json)
         print("  collective time by model: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in p.collective_models.items()))
+    if p.approximated:  # emulated or timed only approximately (emulation-image/TRACE_FORMAT.md)
+        print("  approximated: " + "; ".join(f"{k} (x{n})" for k, n in p.approximated.items()))
     if args.timeline:
         print(f"  timeline: {args.timeline} (open in ui.perfetto.dev)")
     return 0

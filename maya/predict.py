@@ -36,6 +36,7 @@ from maya.predictor.sharing import sharing_factors
 from maya.predictor.simulator import RankResult, SimulationError, simulate
 from maya.predictor.step import step_time, write_timeline
 from maya.predictor.trace import Kind, Trace, read_trace
+from maya.summary import add_counts, approximated_calls
 
 _RANK_FILE = re.compile(r"rank(\d+)\.mayatrace$")
 
@@ -55,6 +56,7 @@ class Prediction:
     confidence: dict[str, float]
     emulations_s: tuple[float, ...] = ()  # the step time of each emulation (several: this is their median's)
     collective_models: dict[str, float] = field(default_factory=dict)  # share of collective time by model
+    approximated: dict[str, int] = field(default_factory=dict)  # name -> count: emulated or timed only approximately
 
     @property
     def fits(self) -> bool:
@@ -65,7 +67,7 @@ class Prediction:
                 "breakdown": self.breakdown, "peak_memory_bytes": self.peak_memory_bytes,
                 "capacity_bytes": self.capacity_bytes, "fits": self.fits, "confidence": self.confidence,
                 "emulations_step_time_s": list(self.emulations_s or (self.step_time_s,)),
-                "collective_models": self.collective_models}
+                "collective_models": self.collective_models, "approximated": self.approximated}
 
 
 def rank_traces(folder: Path) -> list[Trace]:
@@ -91,6 +93,14 @@ class Job:
     summary: dict[str, Any]  # the run's summary.json ({} where there is none)
     sharing: dict[int, float]  # by record kind, work's factor beside a resident collective (maya.predictor.sharing)
     collective_ns: dict[str, float] = field(default_factory=dict)  # by model, "measured" or "analytical" (last replay)
+    traced_approximations: dict[str, int] = field(default_factory=dict)  # the traces' APPROXIMATED records, by name
+    replay_approximations: dict[str, int] = field(default_factory=dict)  # what the last replay timed approximately
+
+    @property
+    def approximated(self) -> dict[str, int]:
+        """Everything this job's prediction rests on that was only approximated, by name and count."""
+        both = add_counts(dict(self.traced_approximations), self.replay_approximations)
+        return dict(sorted(both.items()))
 
     @property
     def host_probe_ns(self) -> float | None:
@@ -104,8 +114,12 @@ class Job:
         per_node = self.gpus_per_node
 
         self.collective_ns.clear()
+        self.replay_approximations.clear()
 
         def collective_ns(op: int, nbytes: float, members: int) -> float:
+            if op not in OPS:  # a newer interposer's collective: timed as the commonest one, and said so
+                what = f"NCCL op {op} timed as all_reduce"
+                self.replay_approximations[what] = self.replay_approximations.get(what, 0) + 1
             c = Collective(OPS.get(op, "all_reduce"), nbytes, members, max(1, math.ceil(members / per_node)))
             ns = model.seconds(c) * 1e9
             source = model.source(c)
@@ -150,8 +164,11 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
     path = folder / "summary.json"
     summary = json.loads(path.read_text()) if path.is_file() else {}
     # Measured durations already hold what sharing the GPU with NCCL cost them.
+    traced: dict[str, int] = {}
+    for t in traces:
+        add_counts(traced, approximated_calls(t))
     return Job(g, folder, traces, durations, labels, weights, per_node, scale, summary,
-               {} if oracle else sharing_factors(g))
+               {} if oracle else sharing_factors(g), traced_approximations=traced)
 
 
 def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,
@@ -177,7 +194,8 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     return Prediction(g.name, st.step_s, st.steps, st.breakdown, _peaks(job.summary, traces),
                       g.memory_bytes - g.reserved_bytes,
                       {k: v / total for k, v in sorted(job.weights.items())},
-                      collective_models={k: v / collectives for k, v in sorted(job.collective_ns.items())})
+                      collective_models={k: v / collectives for k, v in sorted(job.collective_ns.items())},
+                      approximated=job.approximated)
 
 
 def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | None = None,

@@ -3,7 +3,8 @@
 Reads what a run leaves in its output folder: the interposer's traces
 (``rank<R>.mayatrace``) and the start-up hook's reports
 (``rank<R>.torch.json``), and reduces them to per-rank facts: exit code,
-operation counts, peak memory, out-of-memory, unsupported APIs, host time.
+operation counts, peak memory, out-of-memory, unsupported APIs, approximated
+calls, host time.
 """
 
 from __future__ import annotations
@@ -76,6 +77,24 @@ def unsupported_apis(trace: Trace) -> list[str]:
     return names
 
 
+def approximated_calls(trace: Trace) -> dict[str, int]:
+    """What the interposer answered only approximately, by name, with how many times: the
+    APPROXIMATED records (a0 = name string id; emulation-image/TRACE_FORMAT.md lists the names)."""
+    counts: dict[str, int] = {}
+    for i in trace.of_kind(Kind.APPROXIMATED):
+        sid = int(trace.records[i]["a"][0])
+        name = trace.strings.get(sid, f"<string {sid}>")
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def add_counts(into: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+    """``into`` with ``more``'s counts added, name by name."""
+    for name, n in more.items():
+        into[name] = into.get(name, 0) + n
+    return into
+
+
 def trace_facts(trace: Trace) -> dict[str, Any]:
     recs = trace.records
     counts = np.bincount(recs["kind"], minlength=256)
@@ -99,6 +118,7 @@ def trace_facts(trace: Trace) -> dict[str, Any]:
         "trace_reserved_peak_bytes": reserved_peaks(trace),
         "failed_allocations": failed_allocations(trace),
         "unsupported_apis": unsupported_apis(trace),
+        "approximated": approximated_calls(trace),
         "device_reads": device_reads(trace),
     }
 
@@ -132,6 +152,7 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             "oom_escaped": False,  # a torch.OutOfMemoryError ended the program
             "oom_request_bytes": None,
             "unsupported_apis": [],
+            "approximated": {},  # name -> count: calls answered only approximately (TRACE_FORMAT.md)
             "device_reads": 0,
             "host_seconds": 0.0,
             "off_cpu_seconds": 0.0,  # left out of the trace clock: the process was off the CPU between calls
@@ -164,6 +185,7 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             for name in facts["unsupported_apis"]:
                 if name not in entry["unsupported_apis"]:
                     entry["unsupported_apis"].append(name)
+            add_counts(entry["approximated"], facts["approximated"])
         entry["trace_reserved_peak_bytes"] = reserved if files["trace"] else None
         for path in files["torch"]:
             try:
@@ -193,6 +215,9 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
     # A single process is the command itself: its exit code is known exactly.
     if len(ranks) == 1 and exit_code is not None:
         ranks[0]["exit_code"] = exit_code
+    approximated: dict[str, int] = {}
+    for r in ranks:
+        add_counts(approximated, r["approximated"])
     return {
         "version": 1,
         "gpu": gpu,
@@ -201,6 +226,7 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
         "num_ranks": len(ranks),
         "out_of_memory": any(r["out_of_memory"] for r in ranks),
         "unsupported_apis": sorted({n for r in ranks for n in r["unsupported_apis"]}),
+        "approximated": dict(sorted(approximated.items())),
         "ranks": ranks,
     }
 
@@ -242,6 +268,8 @@ def render(summary: dict[str, Any]) -> list[str]:
                 + ", ".join(r["unsupported_apis"][:10])
                 + (" ..." if len(r["unsupported_apis"]) > 10 else "")
             )
+        if r.get("approximated"):
+            lines.append(f"  rank {r['rank']}: {approximated_line(r['approximated'])}")
         if r.get("device_reads"):
             lines.append(
                 f"  rank {r['rank']}: read device memory back {r['device_reads']} time(s) (.item(), .cpu(), ...): "
@@ -258,3 +286,10 @@ def render(summary: dict[str, Any]) -> list[str]:
             "1.2x to 1.6x slower at 2 to 4 ranks a CPU); for a host-bound job, emulate on a machine with a CPU per rank"
         )
     return lines
+
+
+def approximated_line(counts: dict[str, int]) -> str:
+    """One line naming the approximated calls, most frequent first."""
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = "; ".join(f"{name} (x{n})" for name, n in top[:5]) + (" ..." if len(top) > 5 else "")
+    return f"approximated {sum(counts.values())} call(s) (emulation-image/TRACE_FORMAT.md): {shown}"

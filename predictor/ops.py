@@ -31,7 +31,7 @@ BLAS_POINTER_WORDS = (12, 13, 14, 15, 16, 18, 20, 21, 22, 23, 24, 27)
 
 # Records that sit between an operation and its DEVICE_TIME records without
 # being operations themselves (strings and names are interned on first use).
-_BOOKKEEPING = (Kind.STRING, Kind.FUNC, Kind.THREAD, Kind.NOTE, Kind.DEVICE_TIME)
+_BOOKKEEPING = (Kind.STRING, Kind.FUNC, Kind.THREAD, Kind.NOTE, Kind.DEVICE_TIME, Kind.APPROXIMATED)
 
 _KERNEL, _MEMCPY, _MEMSET, _BLAS, _DNN, _COLL = (int(k) for k in DEVICE_WORK)  # Op.kind is a plain int
 

@@ -65,7 +65,8 @@ SHARING_PASSES = 4  # replays at most, to settle the work stretched beside resid
 NON_BLOCKING = 0x1  # cudaStreamNonBlocking, in STREAM_CREATE a32
 
 _DEVICE_WORK = [int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.BLAS, Kind.DNN)]
-_SKIPPED = [int(k) for k in (Kind.STRING, Kind.FUNC, Kind.THREAD, Kind.NOTE, Kind.DEVICE_TIME, Kind.CONT)]
+_SKIPPED = [int(k) for k in (Kind.STRING, Kind.FUNC, Kind.THREAD, Kind.NOTE, Kind.DEVICE_TIME, Kind.APPROXIMATED,
+                              Kind.CONT)]
 _SEND, _RECV = 7, 8
 _HOST_WAITS = [int(k) for k in (Kind.STREAM_SYNC, Kind.DEVICE_SYNC, Kind.EVENT_SYNC, Kind.COLL)]
 

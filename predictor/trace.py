@@ -66,6 +66,7 @@ class Kind(enum.IntEnum):
     SET_DEVICE = 31
     THREAD = 32
     DEVICE_TIME = 33
+    APPROXIMATED = 34
     CONT = 0xFF
 
 

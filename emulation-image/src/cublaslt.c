@@ -148,9 +148,10 @@ static const attr_slot *find_slot(const attr_slot *t, int n, int attr) {
 static cublasStatus_t attr_set(void *obj, const attr_slot *t, int n, const char *what, int attr,
                                const void *buf, size_t size) {
     const attr_slot *s = find_slot(t, n, attr);
-    if (!s) {
-        if (maya_cfg()->verbose)
-            maya_log("%s: unknown attribute %d", what, attr);
+    if (!s) { /* the program gets an error, and the run reports which attribute */
+        char name[128];
+        snprintf(name, sizeof name, "%s: attribute %d", what, attr);
+        maya_unsupported(name);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
     if (!buf || size != s->size)

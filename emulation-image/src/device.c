@@ -193,7 +193,9 @@ MAYA_EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr a
     if (!value) return maya_rt_error(cudaErrorInvalidValue);
     if (!maya_device_valid(dev)) return maya_rt_error(cudaErrorInvalidDevice);
     if (maya_device_attribute((int)attr, dev, value) != 0) {
-        maya_log("unknown device attribute %d answered 0", (int)attr);
+        char what[96];
+        snprintf(what, sizeof what, "cudaDeviceGetAttribute: attribute %d answered 0", (int)attr);
+        maya_approximated(what);
         *value = 0;
     }
     return cudaSuccess;

@@ -1,12 +1,14 @@
 /* The driver API.  Nothing links against libcuda: torch, cuBLASLt and Triton
  * reach it through dlopen("libcuda.so.1") (our SONAME) and entry-point
- * lookups, so the table at the bottom is the driver's real surface here.
- * A name the table does not hold is reported as unsupported, never NULL with
- * success. */
+ * lookups, so the table at the bottom (generated from driver_symbols.h) is
+ * the driver's real surface here.  A name the table does not hold is reported
+ * as unsupported, never NULL with success. */
+#include "driver_symbols.h"
 #include "maya.h"
 #include "rt.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -51,7 +53,12 @@ MAYA_EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
 MAYA_EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute attr, CUdevice dev) {
     if (!v) return CUDA_ERROR_INVALID_VALUE;
     if (!maya_device_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
-    if (maya_device_attribute((int)attr, dev, v) != 0) *v = 0;
+    if (maya_device_attribute((int)attr, dev, v) != 0) {
+        char what[96];
+        snprintf(what, sizeof what, "cuDeviceGetAttribute: attribute %d answered 0", (int)attr);
+        maya_approximated(what);
+        *v = 0;
+    }
     return CUDA_SUCCESS;
 }
 
@@ -443,7 +450,13 @@ MAYA_EXPORT CUresult cuFuncGetAttribute(int *v, CUfunction_attribute attr, CUfun
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *v = f->num_regs; break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = g->smem_per_block_optin - f->static_smem; break;
     case CU_FUNC_ATTRIBUTE_PTX_VERSION: case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *v = g->cc_major * 10 + g->cc_minor; break;
-    default: *v = 0; break;
+    default: {  /* local (spill) and constant bytes, cache and cluster settings: not known here */
+        char what[96];
+        snprintf(what, sizeof what, "cuFuncGetAttribute: attribute %d answered 0", (int)attr);
+        maya_approximated(what);
+        *v = 0;
+        break;
+    }
     }
     return CUDA_SUCCESS;
 }
@@ -497,49 +510,42 @@ MAYA_EXPORT CUresult cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataTyp
 
 /* ------------------------------------------------------ entry-point table */
 
-#define DRIVER_FUNCTIONS(X)                                                                     \
-    X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute)  \
-    X(cuDeviceGetName) X(cuDeviceGetUuid) X(cuDeviceTotalMem)              \
-    X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)      \
-    X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent)                 \
-    X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuCtxGetLimit) X(cuCtxSetLimit)                     \
-    X(cuGetErrorString) X(cuGetErrorName) X(cuGetProcAddress)                                   \
-    X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                  \
-    X(cuMemsetD32Async) X(cuStreamWriteValue32)                                                 \
-    X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease) X(cuMemAddressReserve)      \
-    X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemRetainAllocationHandle) \
-    X(cuMemGetAllocationPropertiesFromHandle) X(cuMemGetAddressRange) X(cuPointerGetAttribute) \
-    X(cuModuleLoad) X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)          \
-    X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuFuncSetCacheConfig)                         \
-    X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel)                          \
-    X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuOccupancyMaxActiveClusters)              \
-    X(cuTensorMapEncodeTiled)
-
 typedef struct { const char *name; void *fn; } entry;
 static const entry g_entries[] = {
 #define ENTRY(name) {#name, (void *)name},
-    DRIVER_FUNCTIONS(ENTRY)
+    MAYA_DRIVER_EMULATED(ENTRY)
 #undef ENTRY
 };
 
 void *maya_driver_stub(const char *symbol);
 
+/* Length of `s` without a trailing "_v<digits>" version suffix. */
+static size_t unversioned_len(const char *s) {
+    size_t n = strlen(s), i = n;
+    while (i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9') i--;
+    if (i < n && i >= 2 && s[i - 1] == 'v' && s[i - 2] == '_') return i - 2;
+    return n;
+}
+
+/* The function a driver symbol names: the entry of that exact name, else the entry of the same
+ * name in another version ("cuMemAlloc" asks for what cuda.h calls cuMemAlloc_v2).  A request
+ * for an explicit version other than the one held is answered with it and counted approximated. */
 void *maya_driver_lookup(const char *symbol) {
     if (!symbol) return NULL;
     for (size_t i = 0; i < sizeof g_entries / sizeof *g_entries; i++)
         if (!strcmp(g_entries[i].name, symbol)) return g_entries[i].fn;
     void *stub = maya_driver_stub(symbol);
     if (stub) return stub;
-    /* "cuFoo_v2" names the same function as "cuFoo" here. */
-    const char *v = strrchr(symbol, '_');
-    if (v && v[1] == 'v' && v[2] >= '0' && v[2] <= '9') {
-        char base[128];
-        size_t len = (size_t)(v - symbol);
-        if (len < sizeof base) {
-            memcpy(base, symbol, len);
-            base[len] = 0;
-            return maya_driver_lookup(base);
+    size_t n = unversioned_len(symbol);
+    for (size_t i = 0; i < sizeof g_entries / sizeof *g_entries; i++) {
+        const char *name = g_entries[i].name;
+        if (unversioned_len(name) != n || strncmp(name, symbol, n) != 0) continue;
+        if (symbol[n]) {  /* an explicit version we do not hold */
+            char what[256];
+            snprintf(what, sizeof what, "cuGetProcAddress: %s answered with %s", symbol, name);
+            maya_approximated(what);
         }
+        return g_entries[i].fn;
     }
     return NULL;
 }
@@ -550,19 +556,21 @@ MAYA_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int versio
     *pfn = maya_driver_lookup(symbol);
     if (status) *status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     if (!*pfn) {
-        maya_log("driver entry point %s is not emulated", symbol);
+        maya_unsupported(symbol);
         return CUDA_ERROR_NOT_FOUND;
     }
     return CUDA_SUCCESS;
 }
 
+/* A symbol not found is answered as the driver answers it (success, status "not found", NULL)
+ * and reported unsupported by its name. */
 MAYA_EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned int version,
                                                          unsigned long long flags,
                                                          enum cudaDriverEntryPointQueryResult *status) {
     if (!symbol || !fn) return maya_rt_error(cudaErrorInvalidValue);
     *fn = maya_driver_lookup(symbol);
     if (status) *status = *fn ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
-    if (!*fn) maya_log("driver entry point %s is not emulated", symbol);
+    if (!*fn) maya_unsupported(symbol);
     return cudaSuccess;
 }
 

@@ -7,10 +7,19 @@
  * columns, channels).  The demangled name lists the parameter types, and a
  * launch's `args` holds one pointer per parameter whatever its size, so the
  * parameters whose type is a plain integer can be read without knowing the
- * layout of the others. */
+ * layout of the others.
+ *
+ * `args` has exactly as many entries as the kernel has parameters, and nothing
+ * else says how many that is, so an index is read only when it lies inside the
+ * parameter list the signature was split into; a signature that cannot be
+ * split (unbalanced brackets) gives no indices at all.  Either case is counted
+ * as an approximation: the launch records no integer arguments. */
 #include "maya.h"
 
 #include <string.h>
+
+#define UNSPLIT "kernel arguments: demangled signature not split, integer arguments not recorded"
+#define OUT_OF_RANGE "kernel arguments: parameter index beyond the signature, integer arguments not recorded"
 
 /* Size of a by-value integer parameter named `t` (length n), 0 when it is not one. */
 static int integer_size(const char *t, size_t n) {
@@ -23,10 +32,18 @@ static int integer_size(const char *t, size_t n) {
     return 0;
 }
 
+static int unsplit(maya_func *f) {
+    f->n_ints = 0;
+    f->n_params = -1;
+    maya_approximated(UNSPLIT);
+    return 0;
+}
+
 int maya_kernel_integer_params(const char *demangled, maya_func *f) {
     f->n_ints = 0;
+    f->n_params = 0;
     size_t len = demangled ? strlen(demangled) : 0;
-    if (len < 2 || demangled[len - 1] != ')') return 0;
+    if (len < 2 || demangled[len - 1] != ')') return 0;  /* not a function signature (C names, Triton) */
     /* The parameter list is the parenthesised group that ends the name. */
     size_t open = len - 1;
     int depth = 0;
@@ -34,34 +51,47 @@ int maya_kernel_integer_params(const char *demangled, maya_func *f) {
         char ch = demangled[open];
         if (ch == ')') depth++;
         else if (ch == '(' && --depth == 0) break;
-        if (open == 0) return 0;
+        if (open == 0) return unsplit(f);
         open--;
     }
-    int index = 0;
+    int index = 0, n = 0;
+    uint16_t where[MAYA_KERNEL_INTS] = {0};
+    uint8_t size_of[MAYA_KERNEL_INTS] = {0};
     depth = 0;
     size_t start = open + 1;
     for (size_t i = open + 1; i < len; i++) {
         char ch = demangled[i];
         if (ch == '<' || ch == '(' || ch == '[' || ch == '{') depth++;
         else if (ch == '>' || ch == ']' || ch == '}' || (ch == ')' && i != len - 1)) depth--;
+        if (depth < 0) return unsplit(f);
         if (depth == 0 && (ch == ',' || i == len - 1)) {
             while (start < i && demangled[start] == ' ') start++;
+            if (i == open + 1) break;  /* "()": no parameters */
             int size = integer_size(demangled + start, i - start);
-            if (size && f->n_ints < MAYA_KERNEL_INTS && index < 256) {
-                f->int_index[f->n_ints] = (uint8_t)index;
-                f->int_size[f->n_ints] = (uint8_t)size;
-                f->n_ints++;
+            if (size && n < MAYA_KERNEL_INTS && index <= UINT16_MAX) {
+                where[n] = (uint16_t)index;
+                size_of[n] = (uint8_t)size;
+                n++;
             }
             index++;
             start = i + 1;
         }
     }
-    return f->n_ints;
+    if (depth != 0) return unsplit(f);
+    memcpy(f->int_index, where, sizeof where);
+    memcpy(f->int_size, size_of, sizeof size_of);
+    f->n_params = index;
+    f->n_ints = n;
+    return n;
 }
 
 int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t *out) {
     if (!args) return 0;
     for (int i = 0; i < f->n_ints; i++) {
+        if (f->int_index[i] >= f->n_params) {
+            maya_approximated(OUT_OF_RANGE);
+            return 0;
+        }
         const void *p = args[f->int_index[i]];
         if (!p) return 0;
         if (f->int_size[i] == 4) {

@@ -5,7 +5,7 @@
  * to the rest only through this header: configuration (config.c), the trace
  * writer (trace.c), virtual device memory (memory.c), kernel identity
  * (registry.c), streams/events/current device (cudart.c) and the record of
- * unsupported calls (unsupported.c).  Everything is hidden except the symbols
+ * unsupported and approximated calls (unsupported.c).  Everything is hidden except the symbols
  * marked MAYA_EXPORT, which are the replaced APIs.
  */
 #ifndef MAYA_H
@@ -88,6 +88,7 @@ enum maya_kind {
     MK_SET_DEVICE = 31,
     MK_THREAD = 32,       /* a0=thread index, a1=name str, a2=OS thread id: written before the thread's first record */
     MK_DEVICE_TIME = 33,  /* record mode: measured device work of the operation record before it */
+    MK_APPROXIMATED = 34, /* a0=name str: a call succeeded with an answer or record a real GPU might not give */
     MK_CONT = 0xFF,       /* continuation slot: bytes 8..63 belong to the record before */
 };
 
@@ -197,7 +198,9 @@ typedef struct maya_func {
     /* Parameters of plain integer type (from the demangled name, set with func_id):
      * their positions in the parameter list and sizes in bytes. */
     int n_ints;
-    uint8_t int_index[MAYA_KERNEL_INTS], int_size[MAYA_KERNEL_INTS];
+    uint16_t int_index[MAYA_KERNEL_INTS];
+    uint8_t int_size[MAYA_KERNEL_INTS];
+    int n_params;           /* parameters in the demangled signature (set with n_ints); -1: it could not be split */
 } maya_func;
 
 void maya_registry_add(const void *key, const char *name);
@@ -209,9 +212,11 @@ void maya_record_launch(maya_call c, maya_func *f, unsigned gx, unsigned gy, uns
                         unsigned bx, unsigned by, unsigned bz, uint64_t smem, const void *stream,
                         uint32_t source, void *const *args);
 /* Finds the first MAYA_KERNEL_INTS parameters of plain integer type (int, long, their unsigned
- * and long long forms) in a demangled kernel signature; returns how many. */
+ * and long long forms) in a demangled kernel signature and sets n_params; returns how many.  A
+ * signature whose brackets do not balance is left unread (n_params -1) and counted approximated. */
 int maya_kernel_integer_params(const char *demangled, maya_func *f);
-/* Reads those parameters of one launch into out (sign-extended); returns how many, 0 without args. */
+/* Reads those parameters of one launch into out (sign-extended); returns how many, 0 without args.
+ * An index at or beyond n_params is never read: the launch records none and counts an approximation. */
 int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t *out);
 /* Demangled form of a C++ name (malloc'd) or NULL. */
 char *maya_demangle(const char *mangled);
@@ -230,6 +235,13 @@ int maya_stream_device(const void *stream);
  * caller returns the API's own error code. */
 void maya_unsupported(const char *api);
 int maya_unsupported_count(void);
+/* Count and trace (an APPROXIMATED record) a call that succeeded with an answer or a record a real
+ * GPU might not give: an attribute answered 0, a descriptor accepted unchecked, work recorded
+ * without its shape.  `what` names the approximation ("cuFuncGetAttribute: attribute 3 answered
+ * 0"); `maya emulate` reports each name with its count. */
+void maya_approximated(const char *what);
+/* How many times `what` was approximated in this process (every name's total for NULL). */
+int maya_approximated_count(const char *what);
 
 void maya_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void maya_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
