@@ -97,7 +97,6 @@ class Case:
         e = dict(os.environ)
         e.update(SAFE_ENV)
         e["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(self.nproc))
-        e.setdefault("OMP_NUM_THREADS", "1")
         e["PYTHONUNBUFFERED"] = "1"
         return e
 

@@ -54,7 +54,7 @@ class ResNet50(nn.Module):
 
 def main():
     parser = argparse.ArgumentParser(description="ResNet-50 training benchmark")
-    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--classes", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=30)

@@ -54,7 +54,7 @@ def host_batch(batch, n_dense, bag_len, gen):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch", type=int, default=16384)
+    ap.add_argument("--batch", type=int, default=65536)
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--dense-features", type=int, default=16)
     ap.add_argument("--bag-len", type=int, default=20, help="ids per multi-valued feature")
