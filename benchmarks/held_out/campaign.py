@@ -15,7 +15,8 @@ what is left; a run still going at budget + grace is killed.
 
 ``--cases FILE`` adds cases from a JSON list of ``{"name", "argv", "nproc"}``
 (argv starts with the script, relative to the repository root, and is passed
-verbatim); ``--only`` picks names (and the groups ``single`` and ``ddp``).
+verbatim); ``--only`` picks names and the groups ``single`` and ``ddp`` (suite
+workloads of one GPU, of several) and ``cases`` (all of ``--cases``).
 
 Output, flat, rewritten after every run: ``env.json`` (GPU, driver, torch,
 CUDA, cuDNN, NCCL, CPU), ``results.json`` (every run: the exact command, exit
@@ -56,6 +57,10 @@ try:
     d["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
 except Exception as e:
     d["nccl"] = f"unavailable: {e}"
+try:
+    d["cuda_driver_api"] = torch._C._cuda_getDriverVersion()
+except Exception as e:
+    d["cuda_driver_api"] = f"unavailable: {e}"
 for i in range(d["device_count"]):
     p = torch.cuda.get_device_properties(i)
     d["devices"].append({"index": i, "name": p.name, "total_memory": p.total_memory,
@@ -65,7 +70,7 @@ print(json.dumps(d))
 
 # Parses a script's command line with its own argparse and stops there (no GPU needed).
 PARSE_ONLY = r"""
-import argparse, json, runpy, sys
+import argparse, json, os, runpy, sys
 _orig = argparse.ArgumentParser.parse_args
 def _parse(self, args=None, namespace=None):
     ns = _orig(self, args, namespace)
@@ -73,6 +78,7 @@ def _parse(self, args=None, namespace=None):
     raise SystemExit(0)
 argparse.ArgumentParser.parse_args = _parse
 sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))  # as `python3 script.py` does
 runpy.run_path(sys.argv[0], run_name="__main__")
 raise SystemExit("the script never called ArgumentParser.parse_args")
 """
@@ -126,11 +132,14 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
         raise SystemExit(f"duplicate case names: {', '.join(dup)}")
     if args.only:
         want = [s.strip() for s in args.only.split(",") if s.strip()]
-        unknown = [w for w in want if w not in names and w not in ("single", "ddp")]
+        groups = {"single": lambda c: c.source == "suite" and c.nproc == 1,
+                  "ddp": lambda c: c.source == "suite" and c.nproc > 1,
+                  "cases": lambda c: c.source == "cases"}
+        unknown = [w for w in want if w not in names and w not in groups]
         if unknown:
-            raise SystemExit(f"--only: unknown name(s) {', '.join(unknown)}; known: {', '.join(names)}, single, ddp")
-        cases = [c for c in cases if c.name in want or ("single" in want and c.nproc == 1)
-                 or ("ddp" in want and c.nproc > 1)]
+            raise SystemExit(f"--only: unknown name(s) {', '.join(unknown)}; known: {', '.join(names)}, "
+                             f"and the groups {', '.join(groups)}")
+        cases = [c for c in cases if c.name in want or any(groups[g](c) for g in want if g in groups)]
     for c in cases:
         if not os.path.isfile(os.path.join(ROOT, c.argv[0])):
             raise SystemExit(f"case {c.name}: script {c.argv[0]} not found under {ROOT}")
@@ -142,6 +151,10 @@ def probe_env(python: str) -> dict:
                   "python": platform.python_version(), "cpu": {"model": cpu_model(), "cpus": os.cpu_count()},
                   "env": {k: v for k, v in os.environ.items()
                           if k.startswith(("NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "NVIDIA_"))}}
+    import importlib.metadata as md
+
+    info["packages"] = dict(sorted((d.metadata["Name"].lower(), d.version) for d in md.distributions()
+                                   if (d.metadata["Name"] or "").lower().startswith(("nvidia-", "torch", "triton"))))
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total,clocks.max.sm,"
                               "power.limit", "--format=csv,noheader"], capture_output=True, text=True, timeout=60)
@@ -265,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=480, help="start no run after this many seconds")
     ap.add_argument("--grace-s", type=float, default=60, help="kill a run still going at budget + grace")
     ap.add_argument("--runs", type=int, default=3, help="fresh processes per case (default %(default)s)")
-    ap.add_argument("--only", default="", help="comma-separated case names, or the groups single / ddp")
+    ap.add_argument("--only", default="", help="comma-separated case names and groups: single, ddp (suite), cases (--cases)")
     ap.add_argument("--gpus", type=int, default=None, help="use at most this many GPUs (default: all present)")
     ap.add_argument("--cases", default=None, help="JSON file: extra cases [{name, argv, nproc}]")
     ap.add_argument("--steps", type=int, default=None, help="override the suite's --steps (plumbing tests)")
