@@ -1,0 +1,82 @@
+"""The held-out suite: training workloads that no calibration or fit ever sees.
+
+Each workload is an independently written plain-PyTorch script in
+``workloads/`` (none imports the project's examples or Maya).  Its ground truth
+is measured on real GPUs by ``campaign.py`` with the argv listed here; the
+accuracy benchmark compares ``maya predict`` of the same command with it.
+
+Discipline:
+- Never fit, calibrate or tune anything (host model, estimators, replay
+  rules, thresholds) on these workloads or their measurements.  Report their
+  errors apart from the calibration cases.
+- The suite is frozen on ``FROZEN``: a workload's script and argv do not
+  change after that.  The suite only grows, by new workloads whose ground
+  truth is measured after a model change; those that exist stay as they are.
+
+Importable with nothing but the standard library (the campaign runs on a GPU
+machine with only its own python3 and torch).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FROZEN = "2026-11-26"
+
+H100 = "H100-SXM-80GB"
+H200 = "H200-SXM-141GB"
+STEPS = ["--steps", "30"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    script: str  # relative to the repository root
+    argv: tuple[str, ...]  # the ground-truth command line after the script (sizes, steps, warm-up)
+    gpus: int  # processes (one GPU each) of one node
+    measured_on: tuple[str, ...]  # catalog GPU names (maya gpus) the truth is measured on
+    family: str
+    # What emulation is known to miss for this workload (empty: nothing known).  Informative only:
+    # the workload stays in the suite and its error is reported like any other.
+    known_gap: str = ""
+
+    @property
+    def ddp(self) -> bool:
+        return self.gpus > 1
+
+
+def _w(name: str, family: str, argv: list[str], gpus: int = 1, known_gap: str = "") -> Workload:
+    on = (H200,) if gpus > 1 else (H100, H200)
+    return Workload(name, f"benchmarks/held_out/workloads/{name}.py", tuple(argv + STEPS), gpus, on, family,
+                    known_gap)
+
+
+DATA_DEPENDENT = "device values read on the host are zeros under emulation: "
+
+
+WORKLOADS: tuple[Workload, ...] = (
+    _w("ddp_gpt2_tied", "decoder LM, DDP", ["--batch", "8", "--seq-len", "1024", "--n-layer", "12",
+                                            "--d-model", "768", "--warmup", "5"], gpus=2),
+    _w("ddp_gpt_medium", "decoder LM, DDP", ["--batch", "4", "--block-size", "1024", "--n-layer", "24",
+                                             "--n-embd", "1024", "--warmup", "5"], gpus=2),
+    _w("ddp_convnext_accum", "CNN, DDP with gradient accumulation", ["--batch", "64", "--accum", "2",
+                                                                     "--image-size", "224", "--warmup", "5"], gpus=2),
+    _w("vit", "vision transformer", ["--batch", "128", "--image-size", "224", "--warmup", "5"]),
+    _w("seq2seq_transformer", "encoder-decoder", ["--batch", "64", "--src-len", "256", "--tgt-len", "256",
+                                                  "--warmup", "5"]),
+    _w("diffusion_unet", "diffusion UNet", ["--batch", "64", "--resolution", "64", "--channels", "128",
+                                            "--warmup", "5"]),
+    _w("moe", "mixture of experts", ["--batch", "8", "--seq", "1024", "--experts", "8", "--top-k", "2",
+                                     "--warmup", "5"],
+       known_gap=DATA_DEPENDENT + "every per-expert token count is 0, so no expert MLP runs"),
+    _w("compiled_llama", "torch.compile decoder", ["--batch", "8", "--seq", "1024", "--dim", "1024",
+                                                   "--layers", "12", "--warmup", "5"]),
+    _w("sparse_recsys", "sparse embeddings", ["--batch", "65536", "--dim", "64", "--warmup", "5"],
+       known_gap=DATA_DEPENDENT + "sparse gradients coalesce to 0 rows, so SparseAdam updates none"),
+    _w("lstm_lm", "recurrent (cuDNN LSTM)", ["--batch", "64", "--bptt", "128", "--nhid", "1024",
+                                             "--nlayers", "3", "--warmup", "5"],
+       known_gap="cuDNN RNN API not emulated: fails at cudnnGetRNNWeightSpaceSize (flatten_parameters)"),
+    _w("resnet50", "CNN", ["--batch", "256", "--image-size", "224", "--warmup", "5"]),
+    _w("bert_fp16", "encoder, fp16 GradScaler", ["--batch", "64", "--seq-len", "128", "--warmup", "10"]),
+)
+
+BY_NAME = {w.name: w for w in WORKLOADS}
