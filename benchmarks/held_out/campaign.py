@@ -37,6 +37,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -85,12 +86,13 @@ raise SystemExit("the script never called ArgumentParser.parse_args")
 
 
 class Case:
-    def __init__(self, name: str, argv: list[str], nproc: int, source: str):
+    def __init__(self, name: str, argv: list[str], nproc: int, source: str, runs: int | None = None):
         if not argv or not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             raise SystemExit(f"case {name!r}: argv must be a non-empty list of strings starting with the script")
         if nproc not in (1, 2, 4, 8):
             raise SystemExit(f"case {name!r}: nproc must be 1, 2, 4 or 8, not {nproc!r}")
         self.name, self.argv, self.nproc, self.source = name, argv, nproc, source
+        self.runs = runs  # fresh processes of this case (None: the campaign's --runs)
         self.last_wall_s: float | None = None
 
     def command(self, python: str) -> list[str]:
@@ -99,10 +101,10 @@ class Case:
         return [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(self.nproc),
                 *self.argv]
 
-    def env(self) -> dict[str, str]:
+    def env(self, gpus: list[int] | None = None) -> dict[str, str]:
         e = dict(os.environ)
         e.update(SAFE_ENV)
-        e["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(self.nproc))
+        e["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in (gpus or range(self.nproc)))
         e["PYTHONUNBUFFERED"] = "1"
         return e
 
@@ -125,7 +127,8 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
         for c in extra:
             if not isinstance(c, dict) or "name" not in c or "argv" not in c:
                 raise SystemExit(f"--cases {args.cases}: each case needs 'name' and 'argv' (got {c!r})")
-            cases.append(Case(str(c["name"]), c["argv"], int(c.get("nproc", 1)), "cases"))
+            cases.append(Case(str(c["name"]), c["argv"], int(c.get("nproc", 1)), "cases",
+                              int(c["runs"]) if "runs" in c else None))
     names = [c.name for c in cases]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -200,11 +203,11 @@ def result_lines(stdout: str) -> list[dict]:
     return sorted(found, key=lambda d: d.get("rank", 0))
 
 
-def run_once(case: Case, python: str, timeout_s: float) -> dict:
+def run_once(case: Case, python: str, timeout_s: float, gpus: list[int] | None = None) -> dict:
     cmd = case.command(python)
     t0 = time.perf_counter()
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=case.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=case.env(gpus), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     timed_out = False
     try:
@@ -214,7 +217,7 @@ def run_once(case: Case, python: str, timeout_s: float) -> dict:
         os.killpg(proc.pid, signal.SIGKILL)  # torchrun's workers share the session
         out, err = proc.communicate()
     wall = time.perf_counter() - t0
-    rec = {"name": case.name, "nproc": case.nproc, "cmd": cmd, "started_utc": started, "rc": proc.returncode,
+    rec = {"name": case.name, "nproc": case.nproc, "cmd": cmd, "gpus": gpus, "started_utc": started, "rc": proc.returncode,
            "timed_out": timed_out, "wall_s": round(wall, 3), "results": result_lines(out)}
     if proc.returncode != 0 or timed_out or len(rec["results"]) != case.nproc:
         rec["stderr_tail"] = err[-STDERR_TAIL:]
@@ -285,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=None, help="override the suite's --warmup (plumbing tests)")
     ap.add_argument("--python", default=sys.executable, help="interpreter for the workloads")
     ap.add_argument("--dry-run", action="store_true", help="parse every command line, run nothing on a GPU")
+    ap.add_argument("--parallel", action="store_true",
+                    help="run one-GPU cases side by side, one per GPU (a case of several GPUs runs alone)")
     args = ap.parse_args(argv)
     if args.runs < 1 or args.budget_s <= 0:
         ap.error("--runs must be >= 1 and --budget-s > 0")
@@ -331,19 +336,14 @@ def main(argv: list[str] | None = None) -> int:
              "runs": []}
     rows: list[dict] = []
     failures = 0
-    stop = False
-    for rnd in range(1, args.runs + 1):
-        for case in cases:
-            elapsed = time.perf_counter() - t_start
-            left = args.budget_s - elapsed
-            if left <= 0:
-                log(f"budget spent after {elapsed:.0f} s: no more runs")
-                stop = True
-                break
-            if case.last_wall_s is not None and case.last_wall_s > left:
-                log(f"skip {case.name} round {rnd}: its last run took {case.last_wall_s:.0f} s, {left:.0f} s left")
-                continue
-            rec = run_once(case, args.python, left + args.grace_s)
+    lock = threading.Lock()
+    free = list(range(gpus)) if args.parallel else None
+    cond = threading.Condition(lock)
+    threads: list[threading.Thread] = []
+
+    def record(case: Case, rnd: int, rec: dict) -> None:
+        nonlocal failures
+        with lock:
             rec["round"] = rnd
             case.last_wall_s = rec["wall_s"]
             state["runs"].append(rec)
@@ -353,11 +353,59 @@ def main(argv: list[str] | None = None) -> int:
             r = rows[-1]
             ok = rec["rc"] == 0 and r["ranks_reported"] == case.nproc
             failures += not ok
-            log(f"{case.name} round {rnd}: rc {rec['rc']}{' (timed out)' if rec['timed_out'] else ''}, "
-                f"{rec['wall_s']:.1f} s, median step {r['median_step_s'] or '-'} s, "
-                f"peak alloc {r['max_memory_allocated'] or '-'} B{'' if ok else ', FAILED'}")
+            log(f"{case.name} round {rnd}{' on GPU ' + str(rec['gpus']) if rec.get('gpus') else ''}: rc {rec['rc']}"
+                f"{' (timed out)' if rec['timed_out'] else ''}, {rec['wall_s']:.1f} s, median step "
+                f"{r['median_step_s'] or '-'} s, peak alloc {r['max_memory_allocated'] or '-'} B"
+                f"{'' if ok else ', FAILED'}")
+
+    def side_by_side(case: Case, rnd: int, slot: int, timeout: float) -> None:
+        try:
+            record(case, rnd, run_once(case, args.python, timeout, [slot]))
+        finally:
+            with cond:
+                free.append(slot)
+                cond.notify_all()
+
+    stop = False
+    for rnd in range(1, max([args.runs, *(c.runs or 0 for c in cases)]) + 1):
+        for case in cases:
+            if rnd > (case.runs or args.runs):
+                continue
+            elapsed = time.perf_counter() - t_start
+            left = args.budget_s - elapsed
+            if left <= 0:
+                log(f"budget spent after {elapsed:.0f} s: no more runs")
+                stop = True
+                break
+            if case.last_wall_s is not None and case.last_wall_s > left:
+                log(f"skip {case.name} round {rnd}: its last run took {case.last_wall_s:.0f} s, {left:.0f} s left")
+                continue
+            if free is None:
+                record(case, rnd, run_once(case, args.python, left + args.grace_s))
+                continue
+            with cond:
+                need = 1 if case.nproc == 1 else gpus
+                cond.wait_for(lambda need=need: len(free) >= need)
+                if case.nproc == 1:
+                    slot = free.pop(0)
+                else:
+                    taken = list(free)
+                    free.clear()
+            if case.nproc == 1:
+                t = threading.Thread(target=side_by_side, args=(case, rnd, slot, left + args.grace_s))
+                t.start()
+                threads.append(t)
+            else:
+                try:
+                    record(case, rnd, run_once(case, args.python, left + args.grace_s))
+                finally:
+                    with cond:
+                        free.extend(taken)
+                        cond.notify_all()
         if stop:
             break
+    for t in threads:
+        t.join()
     done = len(state["runs"])
     log(f"done: {done} run(s), {failures} failed, {time.perf_counter() - t_start:.0f} s")
     return 0 if done and not failures else 1
