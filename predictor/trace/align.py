@@ -9,7 +9,7 @@ Operations are compared on a coarse key, kind and name, any DNN matching any
 DNN, because record mode names DNN operations by API (``cudnnBackendExecute``)
 where emulation names them by what they compute (``sdpa_fprop``).  Whether
 aligned operations agree field by field is the caller's question
-(:func:`maya.predictor.ops.differing_fields`).
+(:func:`maya.predictor.trace.ops.differing_fields`).
 
 The alignment is a longest common subsequence, found as patience diff
 finds it: anchors first, then the gaps between them.  ``difflib`` is not
@@ -29,8 +29,9 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from maya.predictor.ops import Op, device_ops, thread_names
-from maya.predictor.trace import Kind, Trace
+from maya.predictor.trace.format import Kind
+from maya.predictor.trace.ops import Op, device_ops, thread_names
+from maya.predictor.trace.reader import Trace
 
 _Ints = npt.NDArray[np.int64]
 

@@ -15,9 +15,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from maya.predictor.align import Pair, align_traces
-from maya.predictor.ops import Op, differing_fields, measured
-from maya.predictor.trace import Kind, Trace, TraceError, read_trace
+from maya.predictor.trace import records as R
+from maya.predictor.trace.align import Pair, align_traces
+from maya.predictor.trace.format import Kind
+from maya.predictor.trace.ops import Op, differing_fields, measured
+from maya.predictor.trace.reader import Trace, TraceError, read_trace
 
 
 def _display_names(*traces: Trace) -> dict[str, str]:
@@ -25,7 +27,8 @@ def _display_names(*traces: Trace) -> dict[str, str]:
     out: dict[str, str] = {}
     for t in traces:
         for r in t.records[t.of_kind(Kind.FUNC)]:
-            mangled, readable = t.strings.get(int(r["a"][1]), ""), t.strings.get(int(r["a"][2]), "")
+            mangled = t.strings.get(int(R.FUNC_MANGLED.of(r["a"])), "")
+            readable = t.strings.get(int(R.FUNC_DEMANGLED.of(r["a"])), "")
             if readable and readable != mangled:
                 out[mangled] = readable.removeprefix("void ")
     return out

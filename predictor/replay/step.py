@@ -1,6 +1,6 @@
 """A training step from a replay: its time, where the time goes, and a timeline to look at.
 
-The steady steps are found on rank 0 (:mod:`maya.predictor.iterations`);
+The steady steps are found on rank 0 (:mod:`maya.predictor.replay.iterations`);
 a step lasts from the host's issue of its first operation to that of the
 next step's (the last step: to the end of its last operation).  Over the
 steady steps, rank 0's device time is split into compute (kernels and
@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from maya.predictor.iterations import Steps
-from maya.predictor.ops import thread_names
-from maya.predictor.simulator import RankResult
-from maya.predictor.trace import Kind, Trace
+from maya.predictor.replay.iterations import Steps
+from maya.predictor.replay.simulator import RankResult
+from maya.predictor.trace.format import Kind
+from maya.predictor.trace.ops import thread_names
+from maya.predictor.trace.reader import Trace
 
 _COMPUTE = (int(Kind.KERNEL), int(Kind.BLAS), int(Kind.DNN))
 _COMM = (int(Kind.COLL),)

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from maya.predictor.ops import device_ops, thread_names
-from maya.predictor.trace import Kind, Trace
+from maya.predictor.trace.format import Kind
+from maya.predictor.trace.ops import device_ops, thread_names
+from maya.predictor.trace.reader import Trace
 
 MIN_STEPS = 2  # steady steps needed before a period is believed
 # Calls that make the host wait for the device: where a step usually ends.

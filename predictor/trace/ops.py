@@ -3,8 +3,8 @@
 An emulated trace and a trace recorded on a real GPU of the same script hold
 the same operations with different pointers, function ids, communicator ids
 and string ids.  :class:`Op` keeps what describes the work itself, so that
-two runs can be aligned (``predictor/align.py``) and repeats aggregated
-(``predictor/profiles.py``).  :func:`measured` reads the durations that
+two runs can be aligned (``predictor/trace/align.py``) and repeats aggregated
+(``predictor/estimate/profiles.py``).  :func:`measured` reads the durations that
 record mode attaches to each operation (``DEVICE_TIME`` records).
 
 Both walk whole traces: decoding is vectorised, and an ``Op`` is built once
@@ -21,13 +21,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from maya.predictor.trace import Flag, Kind, Trace, TraceError
+from maya.predictor.trace import records as R
+from maya.predictor.trace.format import Flag, Kind
+from maya.predictor.trace.reader import Trace, TraceError
 
 DEVICE_WORK = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.BLAS, Kind.DNN, Kind.COLL)
-
-# BLAS extension words (emulation-image/docs/blas.md) that hold device pointers.
-BLAS_WORDS = 28
-BLAS_POINTER_WORDS = (12, 13, 14, 15, 16, 18, 20, 21, 22, 23, 24, 27)
 
 # Records that sit between an operation and its DEVICE_TIME records without
 # being operations themselves (strings and names are interned on first use).
@@ -35,7 +33,6 @@ _BOOKKEEPING = (Kind.STRING, Kind.FUNC, Kind.THREAD, Kind.NOTE, Kind.DEVICE_TIME
 
 _KERNEL, _MEMCPY, _MEMSET, _BLAS, _DNN, _COLL = (int(k) for k in DEVICE_WORK)  # Op.kind is a plain int
 
-KERNEL_INTS = 6  # MAYA_KERNEL_INTS: integer arguments a KERNEL record carries at most
 OP_COLUMNS = ("kind", "name", "a32", "a0", "a1", "a2", "a3", "a4", "params", "kernels", "pinned")
 
 
@@ -134,12 +131,12 @@ def _name(trace: Trace, sid: int) -> str:
 def thread_names(trace: Trace) -> dict[int, str]:
     """Thread index -> name, from THREAD records (indices differ between runs, names do not)."""
     recs = trace.records[trace.of_kind(Kind.THREAD)]
-    return {int(r["a"][0]): _name(trace, int(r["a"][1])) for r in recs}
+    return {int(R.THREAD_INDEX.of(r["a"])): _name(trace, int(R.THREAD_NAME.of(r["a"]))) for r in recs}
 
 
 def _function_names(trace: Trace) -> dict[int, str]:
     recs = trace.records[trace.of_kind(Kind.FUNC)]
-    return {int(r["a"][0]): _name(trace, int(r["a"][1])) for r in recs}
+    return {int(R.FUNC_ID.of(r["a"])): _name(trace, int(R.FUNC_MANGLED.of(r["a"]))) for r in recs}
 
 
 def _ext_matrix(trace: Trace, idx: npt.NDArray[np.int64], width: int) -> npt.NDArray[np.uint64]:
@@ -181,16 +178,19 @@ def _kernel_ops(trace: Trace, idx: npt.NDArray[np.int64]) -> _Ops:
     funcs = _function_names(trace)
 
     def make(row: list[int]) -> Op:
-        a32, func, a1, a2, a3, a4 = row[:6]
+        a32, a = row[0], row[1:6]
+        func, n_ints = R.KERNEL_FUNC.of(a), R.KERNEL_N_INTS.of(a)
         if func not in funcs:
             raise TraceError(f"kernel launch of function id {func}, which no FUNC record names")
-        return Op(_KERNEL, funcs[func], a32, (0, a1, a2, a3, a4), params=tuple(row[6:6 + min(a4, KERNEL_INTS)]))
+        a[R.KERNEL_FUNC.word] = 0
+        return Op(_KERNEL, funcs[func], a32, (a[0], a[1], a[2], a[3], a[4]),
+                  params=tuple(row[6:6 + min(n_ints, R.KERNEL_INTS)]))
 
-    # a4: how many integer arguments follow in continuation words (emulation only).
-    ints = np.zeros((len(idx), KERNEL_INTS), np.uint64)
-    with_ints = np.flatnonzero(recs["a"][:, 4] > 0)
+    # How many integer arguments follow in continuation words (emulation only).
+    ints = np.zeros((len(idx), R.KERNEL_INTS), np.uint64)
+    with_ints = np.flatnonzero(R.KERNEL_N_INTS.of(recs["a"]) > 0)
     if len(with_ints):
-        ints[with_ints] = _ext_matrix(trace, idx[with_ints], KERNEL_INTS)
+        ints[with_ints] = _ext_matrix(trace, idx[with_ints], R.KERNEL_INTS)
     keys = np.column_stack([recs["a32"].astype(np.uint64), recs["a"], ints])
     return _distinct(keys, make)
 
@@ -215,8 +215,8 @@ def _coll_ops(trace: Trace, idx: npt.NDArray[np.int64]) -> _Ops:
 
 def _blas_ops(trace: Trace, idx: npt.NDArray[np.int64]) -> _Ops:
     recs = trace.records[idx]
-    ext = _ext_matrix(trace, idx, BLAS_WORDS)
-    ext[:, list(BLAS_POINTER_WORDS)] = 0
+    ext = _ext_matrix(trace, idx, R.BLAS_WORDS)
+    ext[:, list(R.BLAS_POINTER_WORDS)] = 0
     keys = np.column_stack([recs["a32"].astype(np.uint64), recs["a"], ext])
 
     def make(row: list[int]) -> Op:
@@ -233,7 +233,7 @@ def _dnn_ops(trace: Trace, idx: npt.NDArray[np.int64]) -> _Ops:
     for row, i in enumerate(idx.tolist()):
         rec = trace.records[i]
         a0, a1, a2, a3, a4 = (int(v) for v in rec["a"])
-        n_params, n_kernels = a3 & 0xFFFF, (a3 >> 16) & 0xFFFF
+        n_params, n_kernels = R.DNN_N_PARAMS.bits(a3), R.DNN_N_KERNELS.bits(a3)
         words = trace.ext(i)[: n_params + n_kernels].tolist()
         key = (int(rec["a32"]), a0, a1, a2, a3, a4, *words)
         op = cache.get(key)
@@ -289,13 +289,13 @@ def measured(trace: Trace) -> dict[int, Measured]:
     dt, owner = dt[owner >= 0], owner[owner >= 0]
     if len(dt) == 0:
         return {}
-    words = recs["a"][dt].astype(np.int64)
-    start, end = words[:, 0], words[:, 1]
+    words = recs["a"][dt]
+    start, end = R.DEVICE_TIME_START.of(words).astype(np.int64), R.DEVICE_TIME_END.of(words).astype(np.int64)
     owners, first = np.unique(owner, return_index=True)  # dt is sorted, so each owner's rows are contiguous
     span = np.maximum.reduceat(end, first) - np.minimum.reduceat(start, first)
     busy = np.add.reduceat(end - start, first)
     count = np.diff(np.append(first, len(dt)))
-    sids, inverse = np.unique(recs["a"][dt, 2], return_inverse=True)
+    sids, inverse = np.unique(R.DEVICE_TIME_NAME.of(words), return_inverse=True)
     names = [_name(trace, s) for s in sids.tolist()]
     inverse = np.asarray(inverse).reshape(-1)
     singles = np.empty(len(names), dtype=object)  # most operations ran one thing: share its 1-tuple

@@ -4,12 +4,12 @@ A collective's kernel holds SMs from when its stream reaches it to its end,
 while it spins waiting for its peers too, and kernels of other streams that
 run meanwhile get fewer SMs.  In DDP the backward pass runs beside the
 gradient all-reduces, so this lengthens the step.  Profiled DDP steps on
-2 x H200 (``benchmarks/nccl_sharing.py``) put the same kernel on one rank
+2 x H200 (``benchmarks/calibration/sharing.py``) put the same kernel on one rank
 beside a resident NCCL kernel and on the other rank not: cuBLAS's GEMMs,
 persistent kernels sized to every SM, ran about 1.8 times as long, PyTorch's
 own kernels and cuDNN's a few percent longer.  The replay stretches the
 share of each operation's time that overlaps a resident collective by its
-record kind's factor (:func:`maya.predictor.simulator.simulate`).
+record kind's factor (:func:`maya.predictor.replay.simulator.simulate`).
 
 The factors are kept by compute capability in ``sharing.json``: measured on
 the H200, they stand for the H100 too (the same SMs and libraries); other
@@ -22,9 +22,9 @@ import json
 from pathlib import Path
 
 from maya.catalog import GPU
-from maya.predictor.trace import Kind
+from maya.predictor.trace.format import Kind
 
-FACTORS = Path(__file__).with_name("sharing.json")
+FACTORS = Path(__file__).parents[1] / "sharing.json"
 
 
 def sharing_factors(gpu: GPU, path: Path = FACTORS) -> dict[int, float]:

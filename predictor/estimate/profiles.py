@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from maya.predictor.align import align_traces
-from maya.predictor.ops import OP_COLUMNS, Op, measured
-from maya.predictor.trace import Trace
+from maya.predictor.trace.align import align_traces
+from maya.predictor.trace.ops import OP_COLUMNS, Op, measured
+from maya.predictor.trace.reader import Trace
 
 log = logging.getLogger(__name__)
 
-PROFILES_DIR = Path(__file__).with_name("profiles")
+PROFILES_DIR = Path(__file__).parents[1] / "profiles"
 COLUMNS = (*OP_COLUMNS, "dur_ns", "busy_ns", "n", "spread", "source")
 STAMP_PREFIX = "# stamp "
 

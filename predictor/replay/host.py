@@ -5,33 +5,29 @@ emulation: Python, PyTorch's dispatcher and the caching allocator running on
 the emulating CPU, with the CUDA libraries replaced by the interposer's quick
 stand-ins.  On the GPU server the same work runs on another CPU, and every
 call also pays the real driver's and libraries' host cost.  So the server's
-host is three numbers per catalog machine: ``call_ns``, the host time of each
-kind of CUDA call, measured on servers of that kind
-(``benchmarks/server_call_cost.sh``; the median over four H100 machines: a
-kernel launch 3.9 us, a cuBLAS GEMM 9.0 us, a cuDNN convolution 8.2 us; from
-one machine to the next they differed up to 1.4x and 1.75x), and two factors
-fitted on the example models (``benchmarks/host_calibration.py``):
-``slowdown`` on the emulated host delays and ``call_scale`` on the call
-costs (a call inside a training step costs more than in a tight loop).
-Without the call costs one factor had to stand for both, and models that
+host is, per catalog machine: ``call_ns``, the host time of each kind of CUDA
+call, measured on servers of that kind
+(``benchmarks/campaigns/server_call_cost.sh``), and two factors fitted on the
+example models (``python -m benchmarks.calibration.host``): ``slowdown`` on
+the emulated host delays and ``call_scale`` on the call costs, because a call
+inside a training step costs more than in a tight loop, and models that
 launch many kernels per line of Python (the recommender's embedding
-backward) came out up to 42% short.  The factors are fitted through the
-replay itself: the examples' measured host time per step includes the
-host's waits for the device inside the step (``.item()``, a copy to the
-host), which the replay reproduces, so a raw ratio of host times would
-mistake those waits for a slow host.  The residual errors are in
-``benchmarks/results/host_calibration.json``.
+backward) need both factors to come out right.  The factors are fitted
+through the replay itself: the examples' measured host time per step
+includes the host's waits for the device inside the step (``.item()``, a
+copy to the host), which the replay reproduces, so a raw ratio of host times
+would mistake those waits for a slow host.
 
-A job of several ranks runs on a machine of several GPUs, not on the
-single-GPU servers the factors were fitted on, and its calls are priced as
-measured on such machines where they were (``node_call_ns``; three 2 x H200
-machines: a kernel launch 3.7 us against 4.0, a GEMM 7.7 against 9.7).
+A job of several ranks runs on a machine of several GPUs, whose calls cost
+less than the single-GPU servers' the factors were fitted on; they are
+priced as measured on such machines where they were (``node_call_ns``).
 
 The slowdown refers to the CPU it was calibrated on, as :mod:`maya.cpu_probe`
 read it (``reference_probe_ns``); delays emulated on another CPU, or on the
 same one under load, are rescaled by the two probes (:meth:`HostModel.on_cpu`).
 A GPU with no calibration keeps the nominal per-call costs of
-:data:`maya.predictor.simulator.CALL_NS` and launch times.
+:data:`maya.predictor.replay.simulator.CALL_NS` and launch times.  The
+measurements behind the model are in ``docs/host-model.md``.
 """
 
 from __future__ import annotations
@@ -45,8 +41,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from maya.predictor.iterations import trace_steps
-from maya.predictor.simulator import (
+from maya.predictor.replay.iterations import trace_steps
+from maya.predictor.replay.simulator import (
     CALL_NS,
     DEFAULT_CALL_NS,
     LAUNCH_GAP_NS,
@@ -54,9 +50,10 @@ from maya.predictor.simulator import (
     RankResult,
     replay_order,
 )
-from maya.predictor.trace import Kind, Trace
+from maya.predictor.trace.format import Kind
+from maya.predictor.trace.reader import Trace
 
-CALIBRATION = Path(__file__).with_name("host_calibration.json")
+CALIBRATION = Path(__file__).parents[1] / "host_calibration.json"
 SLOWDOWNS = np.round(np.arange(1.0, 6.0 + 1e-9, 0.05), 2)  # the delay factors a calibration tries
 CALL_SCALES = np.round(np.arange(0.5, 3.0 + 1e-9, 0.1), 2)  # and the factors on the measured call costs
 
@@ -66,7 +63,7 @@ class HostModel:
     """How the replay times a rank's host: delays x ``slowdown`` plus ``call_ns`` x ``call_scale``
     per call by kind (``default_call_ns`` for the other kinds; None: each call's recorded duration,
     for a trace recorded on the GPU server); and the server's launches (measured by
-    ``benchmarks/launch_gap.py``): work starts ``launch_latency_ns`` after its call returns, and
+    ``benchmarks/campaigns/launch_gap.py``): work starts ``launch_latency_ns`` after its call returns, and
     ``launch_gap_ns`` after the work queued before it on its stream ends."""
 
     slowdown: float = 1.0
@@ -97,8 +94,8 @@ class HostModel:
 
 # The call kinds measured on the server, and the record kind each one prices.  "dnn" is a cuDNN
 # convolution as PyTorch makes it (set the stream, build a variant pack, execute, destroy the pack:
-# benchmarks/server_dnn_cost.c); where it was not measured, a cuDNN call is priced as a cuBLAS one,
-# within 20% of what it cost on three H100 machines.
+# benchmarks/campaigns/server_dnn_cost.c); where it was not measured, a cuDNN call is priced as a cuBLAS one
+# (the two cost about the same on the H100 servers, docs/host-model.md).
 CALL_KINDS = {"kernel": Kind.KERNEL, "memset": Kind.MEMSET, "memcpy": Kind.MEMCPY, "blas": Kind.BLAS, "dnn": Kind.DNN}
 
 
@@ -114,7 +111,7 @@ def host_model(gpu: str, path: Path = CALIBRATION, *, node: bool = False) -> Hos
     """The calibrated host of catalog machine ``gpu``, else the nominal one.  ``node``: the host
     of a machine with several such GPUs (a job of several ranks), whose calls are priced as
     measured on such machines where they were (``node_call_ns``): the single-GPU servers the
-    factors were fitted on are other machines (three 2 x H200 machines' calls cost 9-20% less)."""
+    factors were fitted on are other machines, whose calls cost more."""
     calibration = json.loads(path.read_text()) if path.is_file() else {}
     m = calibration.get("machines", {}).get(gpu)
     if not m:
@@ -189,8 +186,8 @@ def fit_host(host_s: npt.NDArray[np.float64], measured_s: Sequence[float]) -> tu
     ``SLOWDOWNS[i]`` and the measured call costs times ``CALL_SCALES[j]``.  Two factors, because
     the calls cost more inside a training step than in the benchmark's tight loop (cold caches,
     the runtime's bookkeeping around each launch), and the examples mix calls and Python in
-    different proportions: one factor for both left the recommender (many launches per line of
-    Python) short by up to 24% and the CNN over.  The median over configurations of
+    different proportions: one factor for both cannot fit the recommender (many launches per
+    line of Python) and the CNN at once (docs/host-model.md).  The median over configurations of
     |log(replayed / measured)| is minimised: one configuration's noise cannot move it far, and a
     configuration whose host mostly waits for the device does not pull it."""
     if len(measured_s) == 0 or host_s.shape != (len(measured_s), len(SLOWDOWNS), len(CALL_SCALES)):

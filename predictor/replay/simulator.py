@@ -25,13 +25,13 @@ Discrete-event, as in the Maya paper:
   that is still waiting for its other members waits with it.
 - A collective's kernel holds SMs from when its stream reaches it to its
   end, and work that runs beside it meanwhile is slower
-  (:mod:`maya.predictor.sharing`): the replay is run again with each
+  (:mod:`maya.predictor.replay.sharing`): the replay is run again with each
   operation's overlapped share stretched by its kind's factor, the overlaps
   taken from the run before, until the step no longer moves.
 
 :func:`simulate` returns, per rank, each record's host issue time and each
 device operation's start and end; step times and breakdowns are computed
-from those (:mod:`maya.predictor.step`).
+from those (:mod:`maya.predictor.replay.step`).
 
 The replay is compiled (numba): the traces are first laid out as flat
 arrays (one row per replayed record; streams, events and collectives
@@ -46,11 +46,29 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
-from maya.predictor.trace import Flag, Kind, Trace
+from maya.predictor.replay.engine import (
+    COLL,
+    FREE,
+    NOP,
+    ON_DEVICE,
+    ON_EVENT,
+    ON_OP,
+    ON_STREAM,
+    RECORD,
+    SYNC_DEVICE,
+    SYNC_EVENT,
+    SYNC_STREAM,
+    WAIT,
+    WORK,
+    WORK_SYNC,
+    replay,
+)
+from maya.predictor.trace import records as R
+from maya.predictor.trace.format import Flag, Kind
+from maya.predictor.trace.reader import Trace
 
 # Host cost of one call, ns, by kind (the rest of the host's time is the measured host delay).
 CALL_NS: Mapping[int, float] = {int(Kind.KERNEL): 2000.0, int(Kind.BLAS): 4000.0, int(Kind.DNN): 8000.0,
@@ -58,23 +76,17 @@ CALL_NS: Mapping[int, float] = {int(Kind.KERNEL): 2000.0, int(Kind.BLAS): 4000.0
 DEFAULT_CALL_NS = 500.0
 # A GPU's launches, ns, where none were measured: an H100's and an H200's were 0.9-1.0 us from one
 # queued kernel's end to the next one's start, 1.6 us from a launch call's return to its kernel's
-# start on an idle device (benchmarks/launch_gap.py, benchmarks/data/launch_gap).
+# start on an idle device (benchmarks/campaigns/launch_gap.py, benchmarks/data/launch_gap).
 LAUNCH_GAP_NS = 1000.0
 LAUNCH_LATENCY_NS = 1500.0
 SHARING_PASSES = 4  # replays at most, to settle the work stretched beside resident collectives
-NON_BLOCKING = 0x1  # cudaStreamNonBlocking, in STREAM_CREATE a32
 
 _DEVICE_WORK = [int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.BLAS, Kind.DNN)]
 _SKIPPED = [int(k) for k in (Kind.STRING, Kind.FUNC, Kind.THREAD, Kind.NOTE, Kind.DEVICE_TIME, Kind.CONT)]
-_SEND, _RECV = 7, 8
 _HOST_WAITS = [int(k) for k in (Kind.STREAM_SYNC, Kind.DEVICE_SYNC, Kind.EVENT_SYNC, Kind.COLL)]
 
-# What a replayed record does (``code``); the first five go to a stream.
-_NOP, _WORK, _WORK_SYNC, _RECORD, _WAIT, _COLL, _SYNC_STREAM, _SYNC_DEVICE, _SYNC_EVENT = range(9)
-# What a held host waits for (``wait``).
-_FREE, _ON_OP, _ON_STREAM, _ON_DEVICE, _ON_EVENT = range(5)
-_WAITS = {_ON_OP: "a blocking copy", _ON_STREAM: "a stream synchronisation",
-          _ON_DEVICE: "a device synchronisation", _ON_EVENT: "an event synchronisation"}
+_WAITS = {ON_OP: "a blocking copy", ON_STREAM: "a stream synchronisation",
+          ON_DEVICE: "a device synchronisation", ON_EVENT: "an event synchronisation"}
 
 
 _I = npt.NDArray[np.int64]
@@ -123,7 +135,7 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
     that has none there (with measured times, a recorded trace's: the
     shortest member's, since the others' include waiting for it); ``host_slowdown``: how much longer the GPU
     server's host takes than the emulating one (host delays are multiplied by
-    it, :mod:`maya.predictor.host`);
+    it, :mod:`maya.predictor.replay.host`);
     ``call_ns``: host cost of a call by record kind (``default_call_ns`` for
     the others; None: each call's own recorded duration, as a trace recorded
     on the real GPU has them, except for calls that wait for the device,
@@ -163,7 +175,7 @@ class _Job:
         self.dur = self._durations(durations)
         self.stream = np.full(len(kind), -1, np.int64)
         self.arg = np.full(len(kind), -1, np.int64)
-        self.unversioned = (kind == int(Kind.STREAM_WAIT_EVENT)) & (a[:, 1] == 0)
+        self.unversioned = (kind == int(Kind.STREAM_WAIT_EVENT)) & (R.EVENT_VERSION.of(a) == 0)
         self._number_streams(cat)
         self._number_events(a)
         self._number_collectives(cat, collective_ns, durations)
@@ -176,7 +188,7 @@ class _Job:
         for r, (t, rec) in enumerate(zip(self.traces, recs, strict=True)):
             t_ns, dur = rec["t_ns"].astype(np.float64), rec["dur_ns"].astype(np.float64)
             for j in np.flatnonzero(rec["kind"] == int(Kind.COLL)).tolist():  # waiting for the others is an artefact
-                dur[j] = max(dur[j] - float(t.ext(int(self.orders[r][j]))[0]), 0.0)
+                dur[j] = max(dur[j] - float(t.ext(int(self.orders[r][j]))[R.COLL_WAIT_WORD]), 0.0)
             gap = np.zeros(len(rec))
             gap[1:] = np.maximum(t_ns[1:] - (t_ns[:-1] + dur[:-1]), 0.0)
             pre.append(gap * slowdown * gap_scale[r][self.orders[r]])
@@ -207,8 +219,8 @@ class _Job:
         ranges), and for each its coupled streams: the legacy default stream (id 0) waits for every
         blocking stream of its device, and they for it."""
         device, sid = cat["device"].astype(np.int64), cat["stream"].astype(np.int64)
-        queued = (self.code >= _WORK) & (self.code <= _COLL)
-        uses = queued | (self.code == _SYNC_STREAM)
+        queued = (self.code >= WORK) & (self.code <= COLL)
+        uses = queued | (self.code == SYNC_STREAM)
         ids, slots = _dense(self.op_rank[uses], device[uses], sid[uses])
         self.stream[uses] = ids
         n = len(slots)
@@ -224,9 +236,9 @@ class _Job:
         for j in np.flatnonzero(cat["kind"] == int(Kind.STREAM_CREATE)).tolist():
             at = slot_of.get((int(self.op_rank[j]), int(device[j]), int(sid[j])))
             if at is not None:
-                blocking[at] = not int(cat["a32"][j]) & NON_BLOCKING
+                blocking[at] = not int(cat["a32"][j]) & R.STREAM_NON_BLOCKING
 
-        syncs = self.code == _SYNC_DEVICE
+        syncs = self.code == SYNC_DEVICE
         dev_ids, dev_keys = _dense(np.concatenate([self.op_rank[syncs], slots[:, 0]]),
                                    np.concatenate([device[syncs], slots[:, 1]]))
         self.arg[syncs] = dev_ids[: int(syncs.sum())]
@@ -245,8 +257,9 @@ class _Job:
         self.c_lo, self.c_hi, self.coupled = _csr(coupled)
 
     def _number_events(self, a: npt.NDArray[np.uint64]) -> None:
-        ev = np.isin(self.code, [_RECORD, _WAIT, _SYNC_EVENT])
-        self.arg[ev], keys = _dense(self.op_rank[ev], a[ev, 0].astype(np.int64), a[ev, 1].astype(np.int64))
+        ev = np.isin(self.code, [RECORD, WAIT, SYNC_EVENT])
+        self.arg[ev], keys = _dense(self.op_rank[ev], R.EVENT_ID.of(a[ev]).astype(np.int64),
+                                      R.EVENT_VERSION.of(a[ev]).astype(np.int64))
         self.n_events = len(keys)
 
     def _number_collectives(self, cat: np.ndarray, collective_ns: Callable[[int, float, int], float],
@@ -256,15 +269,16 @@ class _Job:
         comm_size: dict[int, int] = {}
         for t in self.traces:
             for i in t.of_kind(Kind.COMM_INIT).tolist():
-                comm_size[int(t.records["a"][i][0])] = int(t.records["a"][i][1]) & 0xFFFFFFFF
+                words = t.records["a"][i]
+                comm_size[int(R.COMM_ID.of(words))] = int(R.COMM_SIZE.of(words))
         found: dict[tuple[int, ...], list[int]] = {}
         members: dict[tuple[int, ...], int] = {}
         a = cat["a"]
-        for j in np.flatnonzero(self.code == _COLL).tolist():
-            comm, seq, op = int(a[j][0]), int(cat["a32"][j]), int(a[j][2]) & 0xFF
-            if op in (_SEND, _RECV):
-                me, peer = int(self.traces[self.op_rank[j]].header["rank"]), int(np.int64(a[j][3]))
-                key: tuple[int, ...] = (comm, *((me, peer) if op == _SEND else (peer, me)), seq)
+        for j in np.flatnonzero(self.code == COLL).tolist():
+            comm, seq, op = int(R.COLL_COMM.of(a[j])), int(cat["a32"][j]), int(R.COLL_OP.of(a[j]))
+            if op in (R.NCCL_SEND, R.NCCL_RECV):
+                me, peer = int(self.traces[self.op_rank[j]].header["rank"]), R.signed(int(R.COLL_PEER.of(a[j])))
+                key: tuple[int, ...] = (comm, *((me, peer) if op == R.NCCL_SEND else (peer, me)), seq)
                 members[key] = 2
             else:
                 key = (comm, seq)
@@ -279,10 +293,11 @@ class _Job:
                 raise SimulationError(f"collective {key} of {members[key]} members is reached by rank(s) {who} "
                                       "only: a rank's trace is missing or ended early")
             self.arg[ops] = c
-            nbytes = max(float(a[j][4]) for j in ops)
+            nbytes = max(float(R.COLL_BYTES.of(a[j])) for j in ops)
             given = [durations[self.op_rank[j]].get(int(self.record[j])) for j in ops]
             known = [g for g in given if g is not None]
-            self.coll_len[c] = min(known) if known else collective_ns(int(a[ops[0]][2]) & 0xFF, nbytes, members[key])
+            self.coll_len[c] = min(known) if known else collective_ns(int(R.COLL_OP.of(a[ops[0]])), nbytes,
+                                                                                    members[key])
         self.coll_base = np.concatenate([[0], np.cumsum(self.coll_members)[:-1]]).astype(np.int64)
 
     def run(self, launch_latency_ns: float, launch_gap_ns: float, sharing: Mapping[int, float]) -> list[RankResult]:
@@ -290,8 +305,8 @@ class _Job:
         stretch no longer changes (SHARING_PASSES at most)."""
         log_factor = np.zeros(len(self.code))
         for kind, factor in sharing.items():
-            log_factor[(self.kind == kind) & ((self.code == _WORK) | (self.code == _WORK_SYNC))] = np.log(factor)
-        passes = SHARING_PASSES if log_factor.any() and (self.code == _COLL).any() else 1
+            log_factor[(self.kind == kind) & ((self.code == WORK) | (self.code == WORK_SYNC))] = np.log(factor)
+        passes = SHARING_PASSES if log_factor.any() and (self.code == COLL).any() else 1
         dur = self.dur
         for p in range(passes):
             issue, start, end, released, arrive, host = self._replay(dur, launch_latency_ns, launch_gap_ns)
@@ -315,13 +330,13 @@ class _Job:
         n = len(self.code)
         issue, start, end, released, arrive = (np.full(n, np.nan) for _ in range(5))
         R = len(self.traces)
-        host, wait = np.zeros(R), np.full(R, _FREE, np.int64)
-        c_arrived = _replay(self.rank_lo, self.rank_hi, self.op_rank, self.code, self.pre, self.post, dur,
+        host, wait = np.zeros(R), np.full(R, FREE, np.int64)
+        c_arrived = replay(self.rank_lo, self.rank_hi, self.op_rank, self.code, self.pre, self.post, dur,
                             self.stream, self.arg, self.unversioned, self.s_ops, self.s_lo, self.s_hi,
                             self.c_lo, self.c_hi, self.coupled, self.r_slo, self.r_shi, self.d_lo, self.d_hi,
                             self.n_events, self.coll_members, self.coll_len, self.coll_base,
                             launch_latency_ns, launch_gap_ns, issue, start, end, released, arrive, host, wait)
-        stuck = [f"rank {r} waits on {_WAITS[int(wait[r])]}" for r in range(R) if wait[r] != _FREE]
+        stuck = [f"rank {r} waits on {_WAITS[int(wait[r])]}" for r in range(R) if wait[r] != FREE]
         stuck += [f"collective {self.coll_keys[c]} reached by {int(c_arrived[c])} of {int(self.coll_members[c])} "
                   f"members" for c in np.flatnonzero((c_arrived > 0) & (c_arrived < self.coll_members)).tolist()]
         if stuck:
@@ -336,10 +351,10 @@ class _Job:
         device = np.full(len(self.code), -1, np.int64)
         device[queued] = self.s_dev[self.stream[queued]]
         ran = ~np.isnan(start) & (end > start)
-        colls = (self.code == _COLL) & ~np.isnan(arrive) & ~np.isnan(end)
+        colls = (self.code == COLL) & ~np.isnan(arrive) & ~np.isnan(end)
         for d in np.unique(device[colls]).tolist():
             lo, hi = _union(arrive[colls & (device == d)], end[colls & (device == d)])
-            work = np.flatnonzero(ran & (device == d) & (self.code != _COLL))
+            work = np.flatnonzero(ran & (device == d) & (self.code != COLL))
             inside = _covered(lo, hi, end[work]) - _covered(lo, hi, start[work])
             share[work] = inside / (end[work] - start[work])
         return share
@@ -367,11 +382,11 @@ def _covered(lo: _F, hi: _F, t: _F) -> _F:
 
 
 def _codes(kind: npt.NDArray[np.int64], flags: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:
-    code = np.full(len(kind), _NOP, np.int64)
-    code[np.isin(kind, _DEVICE_WORK)] = _WORK
-    code[(kind == int(Kind.MEMCPY)) & ((flags & Flag.ASYNC) == 0)] = _WORK_SYNC  # returns when it has run
-    for k, c in ((Kind.EVENT_RECORD, _RECORD), (Kind.STREAM_WAIT_EVENT, _WAIT), (Kind.COLL, _COLL),
-                 (Kind.STREAM_SYNC, _SYNC_STREAM), (Kind.DEVICE_SYNC, _SYNC_DEVICE), (Kind.EVENT_SYNC, _SYNC_EVENT)):
+    code = np.full(len(kind), NOP, np.int64)
+    code[np.isin(kind, _DEVICE_WORK)] = WORK
+    code[(kind == int(Kind.MEMCPY)) & ((flags & Flag.ASYNC) == 0)] = WORK_SYNC  # returns when it has run
+    for k, c in ((Kind.EVENT_RECORD, RECORD), (Kind.STREAM_WAIT_EVENT, WAIT), (Kind.COLL, COLL),
+                 (Kind.STREAM_SYNC, SYNC_STREAM), (Kind.DEVICE_SYNC, SYNC_DEVICE), (Kind.EVENT_SYNC, SYNC_EVENT)):
         code[kind == int(k)] = c
     return code
 
@@ -396,171 +411,3 @@ def _csr(lists: list[list[int]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
     return lo, lo + counts, flat
 
 
-@numba.njit(cache=True)
-def _replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, dur: _F, stream: _I, arg: _I,
-            unversioned: _B, s_ops: _I, s_lo: _I, s_hi: _I, c_lo: _I, c_hi: _I, coupled: _I, r_slo: _I, r_shi: _I,
-            d_lo: _I, d_hi: _I, n_events: int, coll_members: _I, coll_len: _F, coll_base: _I, latency: float,
-            gap: float, issue: _F, start: _F, end: _F, released: _F, arrive: _F, host: _F, wait: _I) -> _I:
-    """Run each rank until its host is held or done, and the next, until no rank can go on.
-    Fills issue/start/end/released/arrive (by op), host and wait (by rank); returns each
-    collective's arrivals."""
-    n_streams = len(s_lo)
-    pos = rank_lo.copy()  # each rank's next op
-    s_head, s_issued, s_free = s_lo.copy(), s_lo.copy(), np.zeros(n_streams)
-    ev_time, ev_issued = np.full(n_events, np.nan), np.zeros(n_events, np.bool_)
-    c_arrived, c_ready = np.zeros(len(coll_members), np.int64), np.zeros(len(coll_members))
-    c_ops = np.empty(max(1, int(coll_members.sum())), np.int64)
-    arrived = np.zeros(len(code), np.bool_)
-    wait_arg, wait_op = np.zeros(len(rank_lo), np.int64), np.zeros(len(rank_lo), np.int64)
-    dirty = np.zeros(len(rank_lo), np.bool_)
-    stack = np.empty(len(rank_lo), np.int64)
-    avail = np.zeros(len(code))  # when each queued op reaches its stream
-    progress = True
-    while progress:
-        progress = False
-        for r in range(len(rank_lo)):
-            while True:
-                if wait[r] != _FREE:
-                    if not _release(r, wait, wait_arg, host, end, s_head, s_issued, s_free, d_lo, d_hi,
-                                    ev_time, ev_issued):
-                        break
-                    released[wait_op[r]] = host[r]
-                    progress = True
-                if pos[r] >= rank_hi[r]:
-                    break
-                k = pos[r]
-                pos[r] += 1
-                progress = True
-                host[r] += pre[k]
-                issue[k] = host[r]
-                host[r] += post[k]
-                c = code[k]
-                avail[k] = host[r] + latency if _launched(c) else issue[k]
-                if _WORK <= c <= _COLL:
-                    s = stream[k]
-                    s_issued[s] += 1
-                    if c == _RECORD:
-                        ev_issued[arg[k]] = True
-                    dirty[r] = True
-                    stack[0] = r
-                    top = 1
-                    while top > 0:  # resolve what can run now, on this rank and on ranks a collective released
-                        top -= 1
-                        q = stack[top]
-                        dirty[q] = False
-                        changed = True
-                        while changed:
-                            changed = False
-                            for t in range(r_slo[q], r_shi[q]):
-                                if s_head[t] < s_issued[t]:
-                                    done, top = _drain(t, top, stack, dirty, op_rank, code, dur, stream, arg,
-                                                       unversioned, s_ops, s_head, s_issued, s_free, c_lo, c_hi,
-                                                       coupled, ev_time, coll_members, coll_len, coll_base,
-                                                       c_arrived, c_ready, c_ops, arrived, avail, gap, start, end,
-                                                       arrive)
-                                    changed = changed or done
-                    if c == _WORK_SYNC:
-                        wait[r], wait_arg[r], wait_op[r] = _ON_OP, k, k
-                elif c == _SYNC_STREAM:
-                    wait[r], wait_arg[r], wait_op[r] = _ON_STREAM, stream[k], k
-                elif c == _SYNC_DEVICE:
-                    wait[r], wait_arg[r], wait_op[r] = _ON_DEVICE, arg[k], k
-                elif c == _SYNC_EVENT:
-                    wait[r], wait_arg[r], wait_op[r] = _ON_EVENT, arg[k], k
-    return c_arrived
-
-
-@numba.njit(cache=True, inline="always")
-def _launched(c: int) -> bool:
-    """Whether an op of code ``c`` is work the device launches (and pays the launch latency and gap for)."""
-    return c == _WORK or c == _WORK_SYNC or c == _COLL
-
-
-@numba.njit(cache=True, inline="always")
-def _drain(s: int, top: int, stack: _I, dirty: _B, op_rank: _I, code: _I, dur: _F, stream: _I, arg: _I,
-           unversioned: _B, s_ops: _I, s_head: _I, s_issued: _I, s_free: _F, c_lo: _I, c_hi: _I, coupled: _I,
-           ev_time: _F, coll_members: _I, coll_len: _F, coll_base: _I, c_arrived: _I, c_ready: _F, c_ops: _I,
-           arrived: _B, avail: _F, gap: float, start: _F, end: _F, arrive: _F) -> tuple[bool, int]:
-    """Run the issued work of stream ``s`` as far as its dependencies allow; True if any ran (and the
-    new top of the stack of ranks to drain, which a finished collective pushes its other members on;
-    ``arrive``: when each collective reached the head of its stream)."""
-    ran = False
-    while s_head[s] < s_issued[s]:
-        ready = s_free[s]
-        for j in range(c_lo[s], c_hi[s]):  # legacy default stream semantics
-            o = coupled[j]
-            if s_head[o] < s_issued[o]:
-                return ran, top
-            ready = max(ready, s_free[o])
-        k = s_ops[s_head[s]]
-        c = code[k]
-        begin = max(ready + gap, avail[k]) if _launched(c) else max(ready, avail[k])
-        if c == _RECORD:
-            ev_time[arg[k]] = begin
-        elif c == _WAIT:
-            t = ev_time[arg[k]]
-            if np.isnan(t):
-                if not unversioned[k]:  # an event recorded later, on another stream
-                    return ran, top
-            else:
-                s_free[s] = max(s_free[s], t)
-        elif c == _COLL:
-            x = arg[k]
-            if not arrived[k]:
-                arrived[k] = True
-                arrive[k] = begin
-                c_ops[coll_base[x] + c_arrived[x]] = k
-                c_arrived[x] += 1
-                c_ready[x] = max(c_ready[x], begin)
-            if c_arrived[x] < coll_members[x]:  # the others have not reached it yet
-                return ran, top
-            b, e = c_ready[x], c_ready[x] + coll_len[x]
-            for m in range(coll_base[x], coll_base[x] + coll_members[x]):
-                km = c_ops[m]
-                start[km], end[km] = b, e
-                s_free[stream[km]] = e
-                if km != k:  # the other members' streams go on past it
-                    s_head[stream[km]] += 1
-                    q = op_rank[km]
-                    if not dirty[q]:
-                        dirty[q] = True
-                        stack[top] = q
-                        top += 1
-        else:
-            start[k] = begin
-            s_free[s] = end[k] = begin + dur[k]
-        s_head[s] += 1
-        ran = True
-    return ran, top
-
-
-@numba.njit(cache=True, inline="always")
-def _release(r: int, wait: _I, wait_arg: _I, host: _F, end: _F, s_head: _I, s_issued: _I, s_free: _F, d_lo: _I,
-             d_hi: _I, ev_time: _F, ev_issued: _B) -> bool:
-    """Release rank ``r``'s host if what it waits for has finished; True if released."""
-    w, x = wait[r], wait_arg[r]
-    if w == _ON_OP:
-        t = end[x]
-        if np.isnan(t):
-            return False
-    elif w == _ON_STREAM:
-        if s_head[x] < s_issued[x]:
-            return False
-        t = s_free[x]
-    elif w == _ON_DEVICE:
-        t = 0.0
-        for s in range(d_lo[x], d_hi[x]):
-            if s_head[s] < s_issued[s]:
-                return False
-            t = max(t, s_free[s])
-    else:
-        t = ev_time[x]
-        if np.isnan(t):
-            # An event recorded on a stream that has not reached it yet holds the host; one never
-            # recorded (or recorded by a trace that does not write EVENT_RECORD) does not.
-            if ev_issued[x]:
-                return False
-            t = host[r]
-    host[r] = max(host[r], t)
-    wait[r] = _FREE
-    return True

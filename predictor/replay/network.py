@@ -5,41 +5,31 @@ so that a congestion-aware model can replace :class:`AnalyticalNccl`, which
 is alpha-beta: every algorithm step pays the link's latency, and the bytes
 each GPU must move cross its slowest link at that link's achieved rate.
 Where collectives were measured on real GPUs of the job's kind
-(``collectives.json`` beside this file), :class:`MeasuredNccl` answers from
-the measurements instead, as the kernel estimators answer profiled
-operations exactly: :func:`collective_model` picks.
+(``collectives.json`` in ``predictor/``, written by
+``python -m benchmarks.calibration.collectives --write``), :class:`MeasuredNccl`
+answers from the measurements instead, as the kernel estimators answer
+profiled operations exactly: :func:`collective_model` picks.  Measured curves
+matter most where NCCL's bandwidth ramps up with the message (a few MiB to
+tens of MiB, where DDP's gradient buckets sit), which alpha-beta does not
+capture.
 
 - Inside a node GPUs reach each other over NVLink/NVSwitch at
   ``nvlink_gbps / 2`` per direction (the catalog gives both directions).
 - Between nodes each GPU has its own NIC (one rail per GPU, as on DGX and
   HGX H100/H200 systems: 8 x 400 Gb/s), so a ring that crosses nodes runs at
-  the NIC's rate; a tree (used by NCCL across nodes for all-reduce) pays
+  the NIC's rate, and a node's GPUs together cross the network at the rate of
+  all its NICs; a tree (used by NCCL across nodes for all-reduce) pays
   log2(nodes) network latencies instead of one per rank.
 - Protocols: LL halves the bandwidth for a much lower latency, Simple the
   reverse; the faster of the two is taken, as NCCL's tuner does.
+- NVLink SHARP (NVLS) all-reduce is not modelled.
 
-Calibration (benchmarks/data/nccl_published/figures.json holds the figures
-with their sources, and tests/test_simulator.py checks the model on them):
-``NVLINK_EFFICIENCY`` from ring all-reduce on 8 x H100 with NVLink SHARP off,
-368.8 GB/s of bus bandwidth over the 450 GB/s line rate (NVIDIA's NCCL
-maintainer puts the protocol overhead at ~20%, 370 GB/s); ``LAUNCH_S`` from
-the smallest collectives measured on 2 x H200 (benchmarks/data/collectives:
-8 B to 2 KiB of each kind, 5.4-7.0 us, less their LL step latency);
-``NVLINK_STEP_S`` from 8 x H100's 8-byte all-reduce, 13.7 us, less that
-launch; ``NET_EFFICIENCY`` from
-the 46-48 GB/s that NCCL reaches per 400 Gb/s NDR NIC.  Across nodes a ring
-runs one channel per rail, so a node's GPUs together cross the network at
-the rate of all its NICs.  Against the 2 x H200 measurements
-(benchmarks/collective_accuracy.py) the analytical model is 9.6% quick
-(median of 60 sizes) and up to 51% quick from 2 MiB to 32 MiB, where
-NCCL's bandwidth ramps up with the message (DDP's 29 MB buckets sit there):
-two GPUs need no model where they were measured.  NVLink SHARP (NVLS) all-reduce, up to ~480 GB/s on
-8 GPUs, is not modelled: the shared hosts here keep it off.  In training,
-DDP's three gradient all-reduces on 2 x H200 (29.4, 120.8 and 29.4 MB,
-benchmarks/data/gpu_fidelity/H200-SXM-141GB/ddp.json, the rank that did not
-wait for its peer) took 674.8 us of NCCL kernel time; the measured curves
-give 697 us (+3%), the analytical model 514 us (-24%).  The network's latency per
-step is nominal; no multi-node run here measures it.
+The constants below come from published nccl-tests figures and from the
+collectives measured here (``benchmarks/data/nccl_published/figures.json``,
+``benchmarks/data/collectives``; ``tests/test_simulator.py`` checks the model
+on them); ``docs/collectives.md`` gives the figures and the model's error
+against them.  The network's latency per step is nominal: no multi-node
+measurement covers it.
 """
 
 from __future__ import annotations
@@ -55,18 +45,14 @@ import numpy as np
 
 from maya.catalog import GPU
 
-MEASURED = Path(__file__).with_name("collectives.json")
+MEASURED = Path(__file__).parents[1] / "collectives.json"
 
-# NCCL op codes of COLL records (emulation-image/docs/nccl.md).
-OPS = {1: "all_reduce", 2: "broadcast", 3: "reduce", 4: "all_gather", 5: "reduce_scatter", 6: "all_to_all",
-       7: "send", 8: "recv", 9: "gather", 10: "scatter"}
-
-NVLINK_EFFICIENCY = 0.82   # achieved / nominal per-direction NVLink bandwidth (nccl-tests ring, above)
-NET_EFFICIENCY = 0.94      # achieved / nominal NIC bandwidth (47 of 50 GB/s per NDR NIC, above)
+NVLINK_EFFICIENCY = 0.82   # achieved / nominal per-direction NVLink bandwidth (nccl-tests ring, 8 x H100)
+NET_EFFICIENCY = 0.94      # achieved / nominal NIC bandwidth (47 of 50 GB/s per NDR NIC)
 NIC_GBPS = 400.0           # one NIC per GPU, Gb/s (ConnectX-7 on DGX H100/H200)
-NVLINK_STEP_S = 2.06e-6    # latency per algorithm step over NVLink (8-byte all-reduce, 8 x H100, above)
+NVLINK_STEP_S = 2.06e-6    # latency per algorithm step over NVLink (8-byte all-reduce, 8 x H100)
 NET_STEP_S = 4.0e-6        # latency per algorithm step over the network (nominal)
-LAUNCH_S = 5.0e-6          # a collective kernel's fixed cost (smallest collectives, 2 x H200, above)
+LAUNCH_S = 5.0e-6          # a collective kernel's fixed cost (smallest collectives, 2 x H200)
 LL_LATENCY_FACTOR = 0.3    # LL protocol: latency per step relative to Simple's
 LL_BANDWIDTH_FACTOR = 0.5  # LL protocol: 8 bytes of flags per 8 bytes of data
 
