@@ -1,12 +1,12 @@
 """The collective model against collectives measured on real GPUs.
 
-    python benchmarks/collective_accuracy.py [--write]
+    python -m benchmarks.calibration.collectives [--write]
 
-The measurements are ``benchmarks/collective_campaign.py`` runs committed as
+The measurements are ``benchmarks/campaigns/collective_campaign.py`` runs committed as
 ``benchmarks/data/collectives/<GPU>-x<ranks>.json`` (each size the median of
 five trials of back-to-back calls queued on the device).  ``--write`` makes
 them the measured curves that ``maya predict`` times collectives with
-(``predictor/collectives.json``, :class:`maya.predictor.network.MeasuredNccl`).
+(``predictor/collectives.json``, :class:`maya.predictor.replay.network.MeasuredNccl`).
 
 It prints and saves (``benchmarks/results/collective_accuracy.json``):
 - the analytical model (:class:`AnalyticalNccl`, calibrated on published
@@ -34,12 +34,11 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from maya import catalog
+from maya.predictor.replay import network
+from maya.predictor.replay.network import AnalyticalNccl, Collective, Fabric, MeasuredNccl
 
-from maya import catalog  # noqa: E402
-from maya.predictor import network  # noqa: E402
-from maya.predictor.network import AnalyticalNccl, Collective, Fabric, MeasuredNccl  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 DATA = ROOT / "benchmarks" / "data" / "collectives"
 PUBLISHED = ROOT / "benchmarks" / "data" / "nccl_published" / "figures.json"
@@ -70,8 +69,8 @@ def table(measured: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         rows = [[op, r["ranks"], r["bytes"], r["median_s"]] for r in d["rows"] for op in model_ops(r["op"])]
         tables[gpu] = {"nvlink_gbps": catalog.lookup(gpu).fields.get("nvlink_gbps"), "source": d.get("machine"),
                        "nccl": d.get("nccl"), "driver": d.get("driver"), "rows": rows}
-    return {"about": "Collective times measured on GPUs of one node (benchmarks/collective_campaign.py, "
-                     "written by benchmarks/collective_accuracy.py --write): op, ranks, bytes in each rank's send "
+    return {"about": "Collective times measured on GPUs of one node (benchmarks/campaigns/collective_campaign.py, "
+                     "written by benchmarks/calibration/collectives.py --write): op, ranks, bytes in each rank's send "
                      "buffer, seconds (median of five trials of back-to-back calls queued on the device).",
             "tables": tables}
 
@@ -101,7 +100,7 @@ def main() -> int:
         network.MEASURED.write_text(json.dumps(table(measured), indent=1) + "\n")
         print(f"wrote {network.MEASURED}")
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"),
-                               "command": " ".join(["python benchmarks/collective_accuracy.py", *sys.argv[1:]])}
+                               "command": " ".join(["python -m benchmarks.calibration.collectives", *sys.argv[1:]])}
     for gpu_name, d in measured:
         gpu = catalog.lookup(gpu_name)
         fabric = Fabric.of(gpu, d["world_size"])

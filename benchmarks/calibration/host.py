@@ -1,20 +1,20 @@
 """Calibrates the replay's host model: how much longer the GPU server's host takes per step.
 
-    python benchmarks/host_calibration.py [--work DIR]
+    python -m benchmarks.calibration.host [--work DIR]
 
 For every configuration measured on a GPU machine (benchmarks/step_truth.py's
 data: the host's time to issue each step, until ``step(i)`` returned, fresh
 processes), the same command is emulated here and replayed with the
 estimators of that GPU and the host cost of each CUDA call measured on that
 kind of server (benchmarks/data/server_call_cost/<GPU>.json, the median over
-its machines, from benchmarks/server_call_cost.sh), at every slowdown of
-:data:`maya.predictor.host.SLOWDOWNS` on the emulated delays and every scale
-of :data:`maya.predictor.host.CALL_SCALES` on the call costs.  The replayed
-host time per steady step (:func:`maya.predictor.host.step_host_times_ns`)
+its machines, from benchmarks/campaigns/server_call_cost.sh), at every slowdown of
+:data:`maya.predictor.replay.host.SLOWDOWNS` on the emulated delays and every scale
+of :data:`maya.predictor.replay.host.CALL_SCALES` on the call costs.  The replayed
+host time per steady step (:func:`maya.predictor.replay.host.step_host_times_ns`)
 includes the host's waits for the device inside the step, as the
 measurement does.  The machine's factors minimise the median
 |log(replayed / measured)| over its configurations
-(:func:`maya.predictor.host.fit_host`); each configuration's residual is
+(:func:`maya.predictor.replay.host.fit_host`); each configuration's residual is
 taken with the factors fitted on the other example models (leave one model
 out), which is the error to expect for a model the calibration never saw.
 ``sensitivity`` says how much a configuration's host time follows the
@@ -43,14 +43,11 @@ from statistics import median
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.gpu_fidelity_campaign import cpu_model  # noqa: E402
-from benchmarks.merge_lease import CALL_COSTS  # noqa: E402
-from benchmarks.step_truth import DATA, EMULATED_STEPS, STEADY_FROM, emulate, emulated_host_s, measured  # noqa: E402
-from maya.predict import Job, prepare  # noqa: E402
-from maya.predictor.host import (  # noqa: E402
+from benchmarks.campaigns.gpu_fidelity_campaign import cpu_model
+from benchmarks.merge_lease import CALL_COSTS
+from benchmarks.step_truth import DATA, EMULATED_STEPS, STEADY_FROM, emulate, emulated_host_s, measured
+from maya.predict import Job, prepare
+from maya.predictor.replay.host import (
     CALIBRATION,
     CALL_SCALES,
     SLOWDOWNS,
@@ -58,6 +55,8 @@ from maya.predictor.host import (  # noqa: E402
     fit_host,
     step_host_times_ns,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 RESULTS = ROOT / "benchmarks" / "results" / "host_calibration.json"
 LAUNCH_GAPS = ROOT / "benchmarks" / "data" / "launch_gap"
@@ -70,7 +69,7 @@ def call_costs(gpu: str) -> dict[str, float]:
 
 
 def launch_times(gpu: str) -> dict[str, float]:
-    """The server's measured launch latency and gap, ns (benchmarks/launch_gap.py; none measured: {}):
+    """The server's measured launch latency and gap, ns (benchmarks/campaigns/launch_gap.py; none measured: {}):
     the median over the kinds of operation it timed."""
     path = LAUNCH_GAPS / f"{gpu}.json"
     if not path.is_file():
@@ -157,15 +156,15 @@ def main() -> int:
     emulating = {"cpu": cpu_model(), "cpus": len(os.sched_getaffinity(0)), "host_probe_ns": reference}
     CALIBRATION.write_text(json.dumps({
         "about": "Host model per catalog machine: the host ns of each kind of CUDA call measured on GPU servers "
-                 "(call_ns, benchmarks/server_call_cost.sh, the median over machines), and the factors on those "
+                 "(call_ns, benchmarks/campaigns/server_call_cost.sh, the median over machines), and the factors on those "
                  "costs (call_scale; node_call_ns: the same calls on machines of several such GPUs, for jobs "
                  "of several ranks) and on the host delays emulated on the CPU below (slowdown; that CPU's "
                  "maya.cpu_probe read host_probe_ns, and delays emulated elsewhere are rescaled by it) that make "
-                 "the replay's host time per step closest to the server's (benchmarks/host_calibration.py); "
+                 "the replay's host time per step closest to the server's (benchmarks/calibration/host.py); "
                  "and the server's launch latency and gap between queued operations (launch, "
-                 "benchmarks/launch_gap.py).",
+                 "benchmarks/campaigns/launch_gap.py).",
         "emulating_cpu": emulating, "date": time.strftime("%Y-%m-%d"), "machines": machines}, indent=1) + "\n")
-    RESULTS.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": "python benchmarks/host_calibration.py",
+    RESULTS.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": "python -m benchmarks.calibration.host",
                                    "emulating_cpu": emulating, "machines": report}, indent=1) + "\n")
     print(f"saved {CALIBRATION} and {RESULTS}")
     return 0

@@ -1,8 +1,8 @@
 """Turn a profiling campaign's recorded traces into the profile tables.
 
-    python benchmarks/build_profiles.py CAMPAIGN_DIR [--jobs NAMES] [--out predictor/profiles]
+    python -m benchmarks.calibration.profiles CAMPAIGN_DIR [--jobs NAMES] [--out predictor/profiles]
 
-CAMPAIGN_DIR holds what benchmarks/profile_campaign.py brought back from a
+CAMPAIGN_DIR holds what benchmarks/campaigns/profile_campaign.py brought back from a
 GPU machine (per-job .tar.xz archives, see archives.py, of folders with rank0.mayatrace and
 record.json).  Each job's command line is emulated here on the same catalog
 GPU; the emulated and recorded traces are joined operation by operation
@@ -20,13 +20,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.archives import extract_all
+from benchmarks.profiling_jobs import JOBS
+from maya.predictor.estimate.profiles import rows_from_pair, write_table
+from maya.predictor.trace import read_trace
 
-from benchmarks.archives import extract_all  # noqa: E402
-from benchmarks.profiling_jobs import JOBS  # noqa: E402
-from maya.predictor.profiles import rows_from_pair, write_table  # noqa: E402
-from maya.predictor.trace import read_trace  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def part_of(job: str) -> tuple[str, str]:
@@ -80,7 +79,7 @@ def main() -> int:
         print(f"{job}: {len(rows)} distinct operations, {unmatched} recorded operations unmatched")
         tables.setdefault((gpu, table), []).extend(rows)
         stamp = {k: info.get(k) for k in ("gpu", "driver", "cuda", "cublas", "cudnn", "nccl", "torch", "cupti")}
-        stamp["command"] = "benchmarks/profile_campaign.py, then benchmarks/build_profiles.py"
+        stamp["command"] = "python3 -m benchmarks.campaigns.profile_campaign, then python -m benchmarks.calibration.profiles"
         stamps[(gpu, table)] = stamp
     for (gpu, table), rows in tables.items():
         path = a.out / gpu / f"{table}.csv.gz"

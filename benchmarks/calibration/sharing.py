@@ -1,11 +1,11 @@
 """How much longer work runs beside a resident NCCL kernel, from profiled DDP steps.
 
-    python benchmarks/nccl_sharing.py [--write]
+    python -m benchmarks.calibration.sharing [--write]
 
 In DDP, each rank's NCCL kernel is launched when its gradient bucket is
 ready and stays on the GPU, spinning on its SMs, until its peer arrives and
 the transfer ends; the backward pass runs beside it.  The two ranks of a
-profiled step (``benchmarks/gpu_fidelity_campaign.py --profile-step``, the
+profiled step (``benchmarks/campaigns/gpu_fidelity_campaign.py --profile-step``, the
 ``timeline`` of each rank) run the same kernels in the same order, but one
 rank's NCCL kernels wait longer than the other's, so the same kernel
 overlaps a resident NCCL kernel on one rank and not (or less) on the other.
@@ -19,7 +19,7 @@ fully overlapped time is longer.  Pairs shorter than 5 us are left out
 
 Prints the factors per profiled configuration and pooled, saves them in
 ``benchmarks/results/nccl_sharing.json``; ``--write`` stores the pooled ones
-in ``predictor/sharing.json`` (:mod:`maya.predictor.sharing`), for the
+in ``predictor/sharing.json`` (:mod:`maya.predictor.replay.sharing`), for the
 compute capability of the profiled GPU.
 """
 
@@ -33,12 +33,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.fidelity import BLAS_KERNEL, DNN_KERNEL, NCCL_KERNEL
+from maya import catalog
+from maya.predictor.replay.sharing import FACTORS
 
-from benchmarks.fidelity import BLAS_KERNEL, DNN_KERNEL, NCCL_KERNEL  # noqa: E402
-from maya import catalog  # noqa: E402
-from maya.predictor.sharing import FACTORS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 PROFILES = sorted((ROOT / "benchmarks" / "data" / "gpu_fidelity").glob("*-ddp*"))
 RESULT = ROOT / "benchmarks" / "results" / "nccl_sharing.json"
@@ -118,7 +117,7 @@ def main() -> None:
         sys.exit("no two-rank profiled step with a timeline under benchmarks/data/gpu_fidelity/*-ddp*")
     factors = fit(pooled)
     print("pooled: " + ", ".join(f"{k} x{v['factor']} ({v['pairs']} pairs)" for k, v in factors.items()))
-    result = {"command": "python benchmarks/nccl_sharing.py", "gpus": sorted(gpus), "pooled": factors,
+    result = {"command": "python -m benchmarks.calibration.sharing", "gpus": sorted(gpus), "pooled": factors,
               "configurations": per}
     RESULT.write_text(json.dumps(result, indent=1) + "\n")
     if args.write:
@@ -128,7 +127,7 @@ def main() -> None:
         for c in sorted(cc):
             table["by_compute_capability"][c] = {
                 "factors": {k: v["factor"] for k, v in factors.items()},
-                "source": f"benchmarks/nccl_sharing.py over {len(per)} profiled DDP steps on {', '.join(sorted(gpus))}"}
+                "source": f"benchmarks/calibration/sharing.py over {len(per)} profiled DDP steps on {', '.join(sorted(gpus))}"}
         FACTORS.write_text(json.dumps(table, indent=1) + "\n")
         print(f"wrote {FACTORS.relative_to(ROOT)}")
 

@@ -1,4 +1,4 @@
-/* What benchmarks/server_call_cost.cu and benchmarks/server_dnn_cost.c share:
+/* What benchmarks/campaigns/server_call_cost.cu and benchmarks/campaigns/server_dnn_cost.c share:
  * a CUDA-style status check and the timing of one call kind, the median of
  * REPS batches of BATCH calls (ns_per_call). */
 #ifndef MAYA_CALL_COST_H

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""NCCL collectives timed on the GPUs of one host: what predictor/network.py is checked against.
+"""NCCL collectives timed on the GPUs of one host: what predictor/replay/network.py is checked against.
 
 Runs on a GPU machine in one call, with the machine's own torch:
 
-    torchrun --nproc-per-node 2 benchmarks/collective_campaign.py --out "$OUT"
+    torchrun --nproc-per-node 2 benchmarks/campaigns/collective_campaign.py --out "$OUT"
 
 For each operation (all-reduce, all-gather, reduce-scatter, and a send from
 rank 0 received by rank 1, as a pipeline stage does) and each size from 8 B

@@ -4,7 +4,7 @@
 Runs on a GPU machine in one call (about 3-6 minutes), with nothing but the
 machine's own python3 and torch and a copy of this repository:
 
-    python3 benchmarks/gpu_fidelity_campaign.py --out "$OUT"
+    python3 benchmarks/campaigns/gpu_fidelity_campaign.py --out "$OUT"
 
 For each example in examples/ (fresh process each time) it runs a few
 training steps, the first run with `--profile-step` (the CUDA kernels of one
@@ -22,7 +22,7 @@ benchmarks/data/gpu_fidelity/<gpu>/ for benchmarks/fidelity.py.
 
 `--dry-run` checks the plan without a GPU: every example parses its command
 line (`--print-args`) and the probe runs as far as the host allows.  Under
-`maya emulate ... -- python3 benchmarks/gpu_fidelity_campaign.py` the whole
+`maya emulate ... -- python3 benchmarks/campaigns/gpu_fidelity_campaign.py` the whole
 campaign runs against the emulated GPU, which tests its plumbing end to end.
 """
 import argparse
@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 STEPS = 4
 PROFILE_STEP = 2   # step 0 warms up (cuDNN benchmark, optimizer state), step 2 is steady

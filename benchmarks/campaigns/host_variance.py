@@ -3,7 +3,7 @@
 
 Runs on a GPU machine with nothing but its python3 and torch:
 
-    python3 benchmarks/host_variance.py --out "$OUT" [--only cnn-w32,bert-b8] [--runs 8]
+    python3 -m benchmarks.campaigns.host_variance --out "$OUT" [--only cnn-w32,bert-b8] [--runs 8]
 
 The measured step times of the host-bound sizes spread 36-64% over fresh
 processes, on one machine as across machines (cnn-w32: 6.3 to 11.5 ms),
@@ -34,10 +34,9 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from benchmarks.campaigns.gpu_fidelity_campaign import EXAMPLES
 
-from gpu_fidelity_campaign import EXAMPLES  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 STEPS, PROFILE_STEP, STEADY_FROM = 16, 12, 4
 # cudnn.benchmark made a no-op property before the example sets it: the heuristic's engine every time.

@@ -1,8 +1,8 @@
 """The device's own time between operations: how long after one kernel ends does the next begin?
 
-    python benchmarks/launch_gap.py OUT_DIR        (on the GPU machine)
+    python benchmarks/campaigns/launch_gap.py OUT_DIR        (on the GPU machine)
 
-The replay (maya.predictor.simulator) puts a stream's operations back to back
+The replay (maya.predictor.replay.simulator) puts a stream's operations back to back
 when the host has queued them in time; on a real GPU each queued operation
 still starts a little after the one before it ends (the front end fetching
 and scheduling it), and an operation issued to an idle device starts a
@@ -19,7 +19,7 @@ comparing with the traces ``maya record`` takes, which run under CUPTI.
 Also saved: the host's time per launch with n launches queued behind the spin
 (past the launch queue's depth the host waits for the device).  Writes
 OUT_DIR/launch_gap.json, committed as benchmarks/data/launch_gap/<GPU>.json,
-where benchmarks/host_calibration.py takes the machine's launch latency and
+where benchmarks/calibration/host.py takes the machine's launch latency and
 gap from (the medians over the operations).
 """
 

@@ -1,12 +1,12 @@
 """Profiling campaign for one GPU machine (run through the device tool).
 
-    python3 benchmarks/profile_campaign.py --out $OUT [--jobs smoke|sweeps|examples|all] [--budget-s 560]
+    python3 -m benchmarks.campaigns.profile_campaign --out $OUT [--jobs smoke|sweeps|examples|all] [--budget-s 560]
 
 Builds the record-mode interposer on the machine, then runs each job under
-``maya record`` (the sweeps of benchmarks/profiling/sweep.py, the example
+``maya record`` (the sweeps of benchmarks/campaigns/profiling/sweep.py, the example
 models at their default and held-out sizes) and packs the traces with their
 record.json into one .tar.xz per job under --out (split into parts past 4 MiB: archives.py).  Back on the CPU host,
-``benchmarks/build_profiles.py`` emulates the same jobs and joins the two
+``benchmarks/calibration/profiles.py`` emulates the same jobs and joins the two
 into the profile tables the estimators are fitted on.  Standard library only
 (numpy for the short report); the machine's own Python and torch run the jobs.
 """
@@ -22,11 +22,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.archives import pack
+from benchmarks.profiling_jobs import JOBS
 
-from benchmarks.archives import pack  # noqa: E402
-from benchmarks.profiling_jobs import JOBS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def sh(cmd: list[str], log: list[dict], timeout: float, **kw: object) -> int:
@@ -42,13 +41,8 @@ def sh(cmd: list[str], log: list[dict], timeout: float, **kw: object) -> int:
 
 def report(folder: Path) -> dict[str, object]:
     """Counts of the recorded trace: operations and how many carry device times."""
-    import importlib.util
+    from maya.predictor import trace as mod
 
-    spec = importlib.util.spec_from_file_location("maya_trace", ROOT / "predictor" / "trace.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["maya_trace"] = mod
-    spec.loader.exec_module(mod)
     out: dict[str, object] = {}
     for path in sorted(folder.glob("rank*.mayatrace")):
         t = mod.read_trace(path)

@@ -1,7 +1,7 @@
 /* Host time the real CUDA stack spends per call on a GPU server: what the
  * interposer's quick stand-ins leave out of emulated host delays.
  *
- *   nvcc -O2 -o call_cost benchmarks/server_call_cost.cu -lcublas && ./call_cost
+ *   nvcc -O2 -o call_cost benchmarks/campaigns/server_call_cost.cu -lcublas && ./call_cost
  *
  * Each call kind is issued in batches of BATCH calls on one stream (few
  * enough that the launch queue never fills, so the host is never held by

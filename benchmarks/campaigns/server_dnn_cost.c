@@ -1,8 +1,8 @@
 /* Host time of one cuDNN convolution call as PyTorch makes it, on a GPU
  * server or under the interposer: the cuDNN part of the replay's host model
- * (benchmarks/server_call_cost.cu has the other call kinds).
+ * (benchmarks/campaigns/server_call_cost.cu has the other call kinds).
  *
- *   gcc -O2 -o dnn_cost benchmarks/server_dnn_cost.c -I<cudnn>/include -I<cudart>/include \
+ *   gcc -O2 -o dnn_cost benchmarks/campaigns/server_dnn_cost.c -I<cudnn>/include -I<cudart>/include \
  *       -L<cudnn>/lib -L<cudart>/lib -l:libcudnn.so.9 -l:libcudart.so.13 && ./dnn_cost
  *
  * PyTorch keeps one execution plan per convolution shape; each call sets the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Profiling sweep: the GPU work of training, one distinct operation at a time.
 
-    python benchmarks/profiling/sweep.py --part {gemm,attention,dnn,memory,copy} [--size tiny|full]
+    python benchmarks/campaigns/profiling/sweep.py --part {gemm,attention,dnn,memory,copy} [--size tiny|full]
                                          [--repeats 3] [--dry-run [--list]]
 
 Recorded on a GPU (`maya record`), the trace gives each operation's device
