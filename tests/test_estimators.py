@@ -27,8 +27,9 @@ import pytest
 from maya import catalog, cli
 from maya.predictor.estimate import cache as C
 from maya.predictor.estimate import estimators as E
-from maya.predictor.estimate import evaluate as V
+from maya.predictor.estimate import evaluation as V
 from maya.predictor.estimate import features as F
+from maya.predictor.estimate import fit as FIT
 from maya.predictor.estimate import kernel_names as N
 from maya.predictor.estimate import loading as L
 from maya.predictor.estimate import work as W
@@ -302,7 +303,7 @@ def test_gpus_without_profiles(rows: list[ProfileRow], cache: Path, tmp_path: Pa
     assert h200_own.estimate(memcpy_op(12345, "d2d")).confidence == "fitted"
     # A family with enough points of its own to be fitted, but under a tenth of the donor's, is
     # borrowed all the same (the H200's convolutions: its example models' against the H100's sweep).
-    monkeypatch.setattr(E, "MIN_SELECT", 5)
+    monkeypatch.setattr(FIT, "MIN_SELECT", 5)
     gemm_rows = [r for r in rows if W.family(r.op) == "gemm"]
     assert len(gemm_rows) > 10 * 10
     few = {**profiles, "H200-SXM-141GB": [r for r in rows if W.family(r.op) == "copy"] + gemm_rows[:10]}
@@ -360,5 +361,5 @@ def test_committed_profiles_fit_and_predict(tmp_path: Path, monkeypatch: pytest.
     def unread(gpu: str) -> list[ProfileRow]:
         raise AssertionError(f"the tables of {gpu} were parsed for a cached fit")
 
-    monkeypatch.setattr(E, "load_profiles", unread)  # a cached fit is found by the tables' bytes
+    monkeypatch.setattr(C, "load_profiles", unread)  # a cached fit is found by the tables' bytes
     assert L.load(GPU, cache=tmp_path).cache_hit

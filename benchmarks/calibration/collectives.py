@@ -70,7 +70,7 @@ def table(measured: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         tables[gpu] = {"nvlink_gbps": catalog.lookup(gpu).fields.get("nvlink_gbps"), "source": d.get("machine"),
                        "nccl": d.get("nccl"), "driver": d.get("driver"), "rows": rows}
     return {"about": "Collective times measured on GPUs of one node (benchmarks/campaigns/collective_campaign.py, "
-                     "written by benchmarks/calibration/collectives.py --write): op, ranks, bytes in each rank's send "
+                     "written by python -m benchmarks.calibration.collectives --write): op, ranks, bytes in each rank's send "
                      "buffer, seconds (median of five trials of back-to-back calls queued on the device).",
             "tables": tables}
 

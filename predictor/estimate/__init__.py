@@ -9,14 +9,14 @@
 - :mod:`~maya.predictor.estimate.estimators`: the fitted estimators of a GPU and their estimates;
 - :mod:`~maya.predictor.estimate.cache`: fits kept on disk;
 - :mod:`~maya.predictor.estimate.loading`: estimators for any catalog GPU, own or borrowed;
-- :mod:`~maya.predictor.estimate.evaluate`: errors on held-out profile points, and their report.
+- :mod:`~maya.predictor.estimate.evaluation`: errors on held-out profile points, and their report.
 
 The names below are what ``maya estimators`` and ``maya predict`` use.
 """
 
 from maya.predictor.estimate.cache import cache_dir
 from maya.predictor.estimate.estimators import Estimate, Estimators
-from maya.predictor.estimate.evaluate import evaluate, render
+from maya.predictor.estimate.evaluation import evaluate, render
 from maya.predictor.estimate.loading import load
 
 __all__ = ["Estimate", "Estimators", "cache_dir", "evaluate", "load", "render"]

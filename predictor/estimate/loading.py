@@ -12,9 +12,10 @@ from pathlib import Path
 
 from maya import catalog
 from maya.catalog import GPU
+from maya.predictor.estimate import fit
 from maya.predictor.estimate.cache import Table, cached_fit, family_sizes
 from maya.predictor.estimate.estimators import Estimators
-from maya.predictor.estimate.fit import MIN_SELECT, NameTable
+from maya.predictor.estimate.fit import NameTable
 from maya.predictor.estimate.profiles import ProfileRow, table_paths
 
 # A family with fewer points than this fraction of a same-architecture GPU's (the H200's
@@ -68,9 +69,9 @@ def borrow_families(est: Estimators, g: GPU, names: Sequence[str],
     if not donors:
         return
     donor, table = catalog.lookup(donors[0]), _table(donors[0], profiles)
-    own = {f: fit.n for f, fit in est.families.items()}
+    own = {f: family_fit.n for f, family_fit in est.families.items()}
     lent = [f for f, n in family_sizes(donor, table, cache).items()
-            if own.get(f, 0) < min(max(MIN_SELECT, BORROW_FRACTION * n), n)]
+            if own.get(f, 0) < min(max(fit.MIN_SELECT, BORROW_FRACTION * n), n)]
     if lent:
         lender = cached_fit(donor, "fit", table, cache).on(g.name)
         est.borrowed = {f: lender for f in lent}
