@@ -9,7 +9,7 @@ VPY := $(CURDIR)/$(VENV)/bin/python
 LIB := emulation-image/build/libmaya.so
 DEMO_ARGS ?= --steps 4
 
-.PHONY: all setup venv lib demo test lint typecheck ctest pytest apiserver clean
+.PHONY: all setup venv lib demo test lint typecheck importlint ctest pytest apiserver clean
 
 all: setup
 
@@ -33,19 +33,29 @@ lib: $(VENV)/.installed
 demo: setup
 	$(VENV)/bin/maya predict --gpu H100-SXM-80GB --out out/demo --timeline out/demo/timeline.json -- $(VPY) examples/gpt.py $(DEMO_ARGS)
 
-test: setup lint typecheck ctest pytest
+test: setup lint typecheck importlint ctest pytest
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check maya predictor operator tests benchmarks
 
-# mypy cannot follow the package-dir mapping (maya.predictor -> predictor/),
-# so it checks a tree of links that has the installed layout.
+# mypy and import-linter cannot follow the package-dir mapping (maya.predictor -> predictor/):
+# they read a tree of links that has the installed layout.
+define link_tree
+	rm -rf $(1) && mkdir -p $(1)
+	cp -rs $(CURDIR)/maya $(1)/maya
+	cp -rs $(CURDIR)/predictor $(1)/maya/predictor
+	cp -rs $(CURDIR)/operator $(1)/maya/operator
+endef
+
 typecheck: $(VENV)/.installed
-	rm -rf build/typecheck && mkdir -p build/typecheck
-	cp -rs $(CURDIR)/maya build/typecheck/maya
-	cp -rs $(CURDIR)/predictor build/typecheck/maya/predictor
-	cp -rs $(CURDIR)/operator build/typecheck/maya/operator
+	$(call link_tree,build/typecheck)
 	cd build/typecheck && $(VPY) -m mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache
+
+# The layers of pyproject.toml's [tool.importlinter] contracts.
+importlint: $(VENV)/.installed
+	$(call link_tree,build/importlint)
+	ln -s $(CURDIR)/benchmarks build/importlint/benchmarks
+	cd build/importlint && $(CURDIR)/$(VENV)/bin/lint-imports $(CURDIR)/pyproject.toml --no-cache
 
 ctest: lib
 	$(MAKE) -C emulation-image test PYTHON=$(VPY)

@@ -1,7 +1,7 @@
 """How fast this emulating machine runs the jobs' host work, against the machine the host model was
 calibrated on, and whether the CPU probe says the same.
 
-    python benchmarks/emulating_machine.py [--emulations 3] [--gpu H100-SXM-80GB] [--work DIR]
+    python -m benchmarks.emulating_machine [--emulations 3] [--gpu H100-SXM-80GB] [--work DIR]
 
 The replay rescales emulated host delays by the calibrating CPU's probe over this one's
 (maya.cpu_probe).  That holds only if jobs and probe speed up or slow down together from one
@@ -30,12 +30,11 @@ import time
 from pathlib import Path
 from statistics import median
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.campaigns.gpu_fidelity_campaign import cpu_model
+from benchmarks.step_truth import EMULATED_STEPS, emulate, emulated_host_s, measured
+from maya.predict import prepare
 
-from benchmarks.gpu_fidelity_campaign import cpu_model  # noqa: E402
-from benchmarks.step_truth import EMULATED_STEPS, emulate, emulated_host_s, measured  # noqa: E402
-from maya.predict import prepare  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CALIBRATION = ROOT / "benchmarks" / "results" / "host_calibration.json"
 RESULTS = ROOT / "benchmarks" / "results" / "emulating_machine.json"

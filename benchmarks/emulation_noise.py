@@ -1,11 +1,11 @@
 """How much one emulation's host delays differ from the next on this machine: the floor under
 the error of a host-bound prediction.
 
-    python benchmarks/emulation_noise.py [--runs 10] [--configs cnn-w32,gpt-s512] [--work DIR]
+    python -m benchmarks.emulation_noise [--runs 10] [--configs cnn-w32,gpt-s512] [--work DIR]
 
 Emulates each configuration ``--runs`` times (interleaved, back to back) for the H100 and reads
 what the replay steadies the host delays to: the quickest steady step's emulated delays
-(:func:`maya.predictor.host.steady_step_delays`).  It prints, per configuration, their median,
+(:func:`maya.predictor.replay.host.steady_step_delays`).  It prints, per configuration, their median,
 coefficient of variation and worst run over the median, the spread of medians of three
 (what ``maya predict --repeat 3`` takes), and how far the emulation's own
 ``maya.cpu_probe`` reading and the emulation just before it (lag-1 autocorrelation, each run
@@ -25,12 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.step_truth import emulate, measured
+from maya.predict import prepare
+from maya.predictor.replay.host import steady_step_delays
 
-from benchmarks.step_truth import emulate, measured  # noqa: E402
-from maya.predict import prepare  # noqa: E402
-from maya.predictor.host import steady_step_delays  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 GPU = "H100-SXM-80GB"
 RESULTS = ROOT / "benchmarks" / "results" / "emulation_noise.json"

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Emulation fidelity: examples/ under `maya emulate` against real-GPU measurements.
 
-    .venv/bin/python benchmarks/fidelity.py [--data DIR ...] [--only gpt,cnn]
+    .venv/bin/python -m benchmarks.fidelity [--data DIR ...] [--only gpt,cnn]
 
 For each campaign folder (benchmarks/data/gpu_fidelity/<gpu>/, written by
-benchmarks/gpu_fidelity_campaign.py on a real GPU) and each example in it,
+benchmarks/campaigns/gpu_fidelity_campaign.py on a real GPU) and each example in it,
 the example runs under `maya emulate` on the catalog GPU of the same model,
 with the same command line as on the GPU (without the profiler), and two
 things are compared:
@@ -44,12 +44,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.campaigns import gpu_fidelity_campaign as campaign  # the same example table
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data" / "gpu_fidelity"
 RESULTS = ROOT / "benchmarks" / "results"
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import gpu_fidelity_campaign as campaign  # noqa: E402  (the same example table)
 
 MEMORY_TARGET = 0.01
 KERNEL_TARGET = 0.99

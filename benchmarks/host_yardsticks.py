@@ -1,7 +1,7 @@
 """Which yardstick of an emulating CPU's speed follows the jobs' emulated host work between machines.
 
-    python benchmarks/host_yardsticks.py read --out FILE [--emulations 2] [--gpu H100-SXM-80GB] [--only A,B]
-    python benchmarks/host_yardsticks.py compare A.json B.json... [--save FILE]
+    python -m benchmarks.host_yardsticks read --out FILE [--emulations 2] [--gpu H100-SXM-80GB] [--only A,B]
+    python -m benchmarks.host_yardsticks compare A.json B.json... [--save FILE]
 
 The replay rescales emulated host delays by a yardstick read on the emulating CPU
 (:mod:`maya.cpu_probe`).  It was a loop of a tiny CPU operator ("cpu_add" here), and between two
@@ -34,12 +34,11 @@ import time
 from pathlib import Path
 from statistics import median
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.campaigns.gpu_fidelity_campaign import cpu_model
+from benchmarks.step_truth import emulate, emulated_host_s, measured
+from maya.predictor.trace import read_trace
 
-from benchmarks.gpu_fidelity_campaign import cpu_model  # noqa: E402
-from benchmarks.step_truth import emulate, emulated_host_s, measured  # noqa: E402
-from maya.predictor.trace import read_trace  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 BATCHES = 15
 

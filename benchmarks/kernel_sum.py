@@ -1,6 +1,6 @@
 """Kernel-only error of the estimators on whole example models.
 
-    python benchmarks/kernel_sum.py [--gpu H100-SXM-80GB] [--campaign DIR] [--work DIR]
+    python -m benchmarks.kernel_sum [--gpu H100-SXM-80GB] [--campaign DIR] [--work DIR]
 
 For each example model of a profiling campaign (recorded on a GPU, in
 benchmarks/data/profile_campaign/<GPU>/examples.tar.xz), the same command is
@@ -21,14 +21,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.archives import extract_all
+from benchmarks.calibration.profiles import emulate, part_of
+from maya.predictor import estimators
+from maya.predictor.estimate.profiles import join, load_profiles
+from maya.predictor.trace import read_trace
 
-from benchmarks.archives import extract_all  # noqa: E402
-from benchmarks.build_profiles import emulate, part_of  # noqa: E402
-from maya.predictor import estimators  # noqa: E402
-from maya.predictor.profiles import join, load_profiles  # noqa: E402
-from maya.predictor.trace import read_trace  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:

@@ -7,11 +7,11 @@ catalog kind differ: the host cost of a kernel launch varied 1.4x, of a GEMM
 1.75x, between four H100 machines, and a host-bound model's step time with
 it, so the ground truth pools several machines rather than many runs of
 one.  ``--calls``: the lines
-of ``benchmarks/server_call_cost.sh``, appended to
+of ``benchmarks/campaigns/server_call_cost.sh``, appended to
 ``benchmarks/data/server_call_cost/<GPU>.json``, whose ``ns_per_call`` becomes
 the median over every run of every machine (``--gpu <GPU>-node``: a machine of
 several such GPUs, whose call costs price jobs of several ranks).  ``--campaign``: a
-``benchmarks/gpu_fidelity_campaign.py --no-profile`` folder; each
+``benchmarks/campaigns/gpu_fidelity_campaign.py --no-profile`` folder; each
 configuration's runs are appended to ``benchmarks/data/step_times/<GPU>/``,
 tagged with the lease, and its probe is kept as ``env-<lease>.json``.
 """
@@ -53,7 +53,7 @@ def merge_calls(gpu: str, lease: str, lines: Path, uuid: str | None) -> dict[str
                           **{k: v for k, v in r["dnn"].items() if k != "workspace_bytes"}})
     kinds = sorted({k for r in d["runs"] for k, v in r.items() if isinstance(v, float)})
     d["ns_per_call"] = {k: round(median(r[k] for r in d["runs"] if k in r), 1) for k in kinds}
-    d["command"] = "bash benchmarks/server_call_cost.sh OUT (three runs a machine)"
+    d["command"] = "bash benchmarks/campaigns/server_call_cost.sh OUT (three runs a machine)"
     d["about"] = ("host ns per call on GPU servers of this kind; each run the median of 60 batches of 200 calls; "
                   "ns_per_call: the median over every run of every machine (lease)")
     write(path, d)
@@ -93,7 +93,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", required=True, help="catalog name, e.g. H100-SXM-80GB")
     ap.add_argument("--lease", required=True, help="a label for the machine, e.g. r4")
-    ap.add_argument("--calls", type=Path, help="call_cost.jsonl from benchmarks/server_call_cost.sh")
+    ap.add_argument("--calls", type=Path, help="call_cost.jsonl from benchmarks/campaigns/server_call_cost.sh")
     ap.add_argument("--campaign", type=Path, help="a step-time campaign folder")
     ap.add_argument("--new", action="store_true", help="start the files of configurations not committed yet")
     a = ap.parse_args()

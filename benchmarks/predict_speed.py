@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 from maya.predict import prepare
-from maya.predictor.host import host_model
-from maya.predictor.simulator import replay_order
+from maya.predictor.replay.host import host_model
+from maya.predictor.replay.simulator import replay_order
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "predict_speed.json"

@@ -26,8 +26,8 @@ _HELD_OUT = {
     "recommender-wide": ["examples/recommender.py", "--dim", "256", "--batch", "8192"],
 }
 
-JOBS: dict[str, list[str]] = {"smoke": ["benchmarks/profiling/smoke.py"]}
-JOBS.update({f"sweep-{p}": ["benchmarks/profiling/sweep.py", "--part", p] for p in _SWEEPS})
+JOBS: dict[str, list[str]] = {"smoke": ["benchmarks/campaigns/profiling/smoke.py"]}
+JOBS.update({f"sweep-{p}": ["benchmarks/campaigns/profiling/sweep.py", "--part", p] for p in _SWEEPS})
 JOBS.update({f"example-{n}": [*argv, "--steps", str(STEPS)] for n, argv in _EXAMPLES.items()})
 JOBS.update({f"held-out-{n}": [*argv, "--steps", str(STEPS)] for n, argv in _HELD_OUT.items()})
 

@@ -1,6 +1,6 @@
 """Predicted step time against the step time measured on real GPUs.
 
-    python benchmarks/step_accuracy.py [--only NAME,... [--merge]] [--work DIR] [--family-speed JSON]
+    python -m benchmarks.step_accuracy [--only NAME,... [--merge]] [--work DIR] [--family-speed JSON]
 
 Ground truth (benchmarks/step_truth.py): the examples at their default,
 held-out and three more sizes on H100s, the median over fresh processes
@@ -46,14 +46,13 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.archives import extract_all
+from benchmarks.step_truth import Measured, emulate, measured
+from maya.predict import PredictError, predict_folder, predict_median, prepare
+from maya.predictor.replay.host import HostModel, host_model
+from maya.predictor.trace import Kind
 
-from benchmarks.archives import extract_all  # noqa: E402
-from benchmarks.step_truth import Measured, emulate, measured  # noqa: E402
-from maya.predict import PredictError, predict_folder, predict_median, prepare  # noqa: E402
-from maya.predictor.host import HostModel, host_model  # noqa: E402
-from maya.predictor.trace import Kind  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 GPU = "H100-SXM-80GB"
 SECOND_GPU = "H200-SXM-141GB"
@@ -202,7 +201,7 @@ def main() -> int:
               + (f"  idle {1e3 * row['predicted_idle_s']:5.2f} ms predicted, {1e3 * row['measured_idle_s']:5.2f} measured"
                  if "predicted_idle_s" in row else ""), flush=True)
     path = ROOT / "benchmarks" / "results" / ("step_accuracy-family-speed.json" if speed else "step_accuracy.json")
-    command = " ".join(["python benchmarks/step_accuracy.py", *sys.argv[1:]])
+    command = " ".join(["python -m benchmarks.step_accuracy", *sys.argv[1:]])
     saved: dict[str, Any] = {}
     if wanted and a.merge and not speed:
         saved = json.loads(path.read_text())

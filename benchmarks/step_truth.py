@@ -1,6 +1,6 @@
 """Step times measured on real GPUs, and the same configurations emulated here.
 
-The measurements are ``benchmarks/gpu_fidelity_campaign.py`` runs (``--no-profile
+The measurements are ``benchmarks/campaigns/gpu_fidelity_campaign.py`` runs (``--no-profile
 --steps 16``: the examples at their default, held-out and three more sizes,
 fresh processes, every configuration in turn so that a drift of the server's
 speed spreads over all of them) on several machines of the GPU's kind
@@ -59,7 +59,7 @@ class Measured:
         """How closely the runs fix their median, relative to it (-0.1: 10% below): the central
         ``level`` of the medians of the runs resampled with replacement (fixed seed).  The
         server's host speed drifts over minutes and differs between machines
-        (benchmarks/host_variance.py), so a host-bound size's median is known to no better."""
+        (benchmarks/campaigns/host_variance.py), so a host-bound size's median is known to no better."""
         runs = np.asarray(self.step_s)
         medians = np.median(np.random.default_rng(0).choice(runs, (draws, len(runs))), axis=1)
         lo, hi = np.quantile(medians / np.median(runs) - 1, [(1 - level) / 2, (1 + level) / 2])

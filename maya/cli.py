@@ -267,7 +267,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
 
 
 def _trace_diff(a: Path, b: Path, as_json: bool, limit: int) -> int:
-    from maya.predictor.diff import diff, render
+    from maya.predictor.trace.diff import diff, render
 
     report = diff(a, b, limit=max(limit, 0))
     if as_json:
@@ -279,7 +279,7 @@ def _trace_diff(a: Path, b: Path, as_json: bool, limit: int) -> int:
 
 
 def _cmd_estimators(args: argparse.Namespace) -> int:
-    from maya.predictor import estimators
+    from maya.predictor import estimate as estimators
 
     try:
         gpu = catalog.lookup(args.gpu).name

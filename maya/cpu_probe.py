@@ -1,35 +1,25 @@
 """How fast the emulating CPU runs a small training step under emulation: the yardstick of emulated host delays.
 
 The replay turns the host delays emulated here into the GPU server's with a
-factor calibrated on one emulating machine (:mod:`maya.predictor.host`).
-Emulating machines differ: the same steps emulated in two sessions, each on
-a 2-CPU VM of the same class, took 1.3 to 1.8 times longer in the second,
-on a GPU server's 32-CPU Xeon about twice as long as on a 2-CPU EPYC VM, and one
-machine slows under load.  So ``maya emulate`` times this probe just before
-the job, on the CPU that rank 0 is pinned to, under the same interposer and
-start-up hook as the job (:func:`measure` takes the job's environment), and
-the replay scales the delays by the calibration machine's probe over this
-one.  The probe is a small MLP's training step on the emulated device
-(Python, the dispatcher, autograd on its device thread, the interposer's
-launches, a fused optimizer), the kind of work the jobs' delays hold.  A
-loop of a tiny CPU operator, the probe before it, followed some jobs and
-not others: between that Xeon and the EPYC VM it read 1.39x while the jobs
-took 2.16x (median of nine configurations) and this step 2.00x; on a
-single-H100 server's Xeon 1.23x, the jobs 1.70x, this step 1.68x; on a
-single-H200 server's 1.22x, 1.63x and 1.54x (benchmarks/host_yardsticks.py).
-Its figure is the quickest of 15 batches, each long enough (about 20 ms) to
-span the scheduler's time slices: a CPU shared with another process slows
-every batch and counts; a burst of interference slows some and does not,
-as the replay's steadied delays leave it out (the quickest steady step).
-The median of the batches caught such bursts: one probe in eight read 1.5
-times its usual figure while the emulation after it ran at its usual speed.
-Even the quickest batch was 1.4 to 1.8 times its usual figure in 3 of 224
-emulations, whose own host delays were as usual, and the replay shrank
-their delays to as little as 0.55 of what they were (an H200 cnn-w32
-prediction came out 30% short).  So a reading well above the calibrating CPU's
-(:func:`reference_ns`, ``DISTURBED`` times it) is taken again after the job,
-and the quicker of the two kept (:func:`steadier`): a CPU that really is
-slower reads slow both times.
+factor calibrated on one emulating machine (:mod:`maya.predictor.replay.host`).
+Emulating machines differ from each other, and one machine slows under load,
+so ``maya emulate`` times this probe just before the job, on the CPU that
+rank 0 is pinned to, under the same interposer and start-up hook as the job
+(:func:`measure` takes the job's environment), and the replay scales the
+delays by the calibrating machine's probe over this one.
+
+The probe is a small MLP's training step on the emulated device (Python, the
+dispatcher, autograd on its device thread, the interposer's launches, a fused
+optimizer): the kind of work the jobs' delays hold.  A loop of a tiny CPU
+operator does not follow the jobs from one machine to another
+(``docs/host-model.md``).  Its figure is the quickest of 15 batches, each
+long enough (about 20 ms) to span the scheduler's time slices: a CPU shared
+with another process slows every batch and counts; a burst of interference
+slows some and does not, as the replay's steadied delays leave it out too
+(the quickest steady step).  A burst can still cover all the batches, so a
+reading well above the calibrating CPU's (:func:`reference_ns`, ``DISTURBED``
+times it) is taken again after the job and the quicker of the two kept
+(:func:`steadier`): a CPU that really is slower reads slow both times.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """``maya predict``: emulate a command, estimate every operation, replay the job, report a step.
 
 The steps: ``maya emulate`` runs the command on virtual GPUs; the kernel-time
-estimators of the target GPU (:mod:`maya.predictor.estimators`) give each
+estimators of the target GPU (:mod:`maya.predictor.estimate`) give each
 device operation a duration; the collective model
-(:mod:`maya.predictor.network`) gives each collective one; the replay
-(:mod:`maya.predictor.simulator`) puts them on the streams and hosts of
+(:mod:`maya.predictor.replay.network`) gives each collective one; the replay
+(:mod:`maya.predictor.replay.simulator`) puts them on the streams and hosts of
 every rank; the steady steps are found in rank 0's trace
-(:mod:`maya.predictor.iterations`) and measured (:mod:`maya.predictor.step`).
+(:mod:`maya.predictor.replay.iterations`) and measured (:mod:`maya.predictor.replay.step`).
 
 ``oracle=True`` replays a trace recorded on a real GPU (``maya record``)
 with its measured device times instead of estimates: what is left of the
@@ -27,15 +27,16 @@ import numpy as np
 import numpy.typing as npt
 
 from maya import catalog
-from maya.predictor import estimators
-from maya.predictor.host import HostModel, host_model, quiet_gap_scale
-from maya.predictor.iterations import trace_steps
-from maya.predictor.network import OPS, Collective, collective_model
-from maya.predictor.ops import device_ops, measured
-from maya.predictor.sharing import sharing_factors
-from maya.predictor.simulator import RankResult, SimulationError, simulate
-from maya.predictor.step import step_time, write_timeline
+from maya.predictor import estimate
+from maya.predictor.replay.host import HostModel, host_model, quiet_gap_scale
+from maya.predictor.replay.iterations import trace_steps
+from maya.predictor.replay.network import Collective, collective_model
+from maya.predictor.replay.sharing import sharing_factors
+from maya.predictor.replay.simulator import RankResult, SimulationError, simulate
+from maya.predictor.replay.step import step_time, write_timeline
 from maya.predictor.trace import Kind, Trace, read_trace
+from maya.predictor.trace import records as R
+from maya.predictor.trace.ops import device_ops, measured
 from maya.summary import add_counts, approximated_calls
 
 _RANK_FILE = re.compile(r"rank(\d+)\.mayatrace$")
@@ -89,9 +90,9 @@ class Job:
     labels: list[list[str]]  # operation names by record index, for the timeline
     weights: dict[str, float]  # device ns by estimate confidence
     gpus_per_node: int
-    gap_scale: list[npt.NDArray[np.float64]]  # per rank (maya.predictor.host.quiet_gap_scale)
+    gap_scale: list[npt.NDArray[np.float64]]  # per rank (maya.predictor.replay.host.quiet_gap_scale)
     summary: dict[str, Any]  # the run's summary.json ({} where there is none)
-    sharing: dict[int, float]  # by record kind, work's factor beside a resident collective (maya.predictor.sharing)
+    sharing: dict[int, float]  # by record kind, work's factor beside a resident collective (maya.predictor.replay.sharing)
     collective_ns: dict[str, float] = field(default_factory=dict)  # by model, "measured" or "analytical" (last replay)
     traced_approximations: dict[str, int] = field(default_factory=dict)  # the traces' APPROXIMATED records, by name
     replay_approximations: dict[str, int] = field(default_factory=dict)  # what the last replay timed approximately
@@ -117,10 +118,10 @@ class Job:
         self.replay_approximations.clear()
 
         def collective_ns(op: int, nbytes: float, members: int) -> float:
-            if op not in OPS:  # a newer interposer's collective: timed as the commonest one, and said so
+            if op not in R.NCCL_OPS:  # a newer interposer's collective: timed as the commonest one, and said so
                 what = f"NCCL op {op} timed as all_reduce"
                 self.replay_approximations[what] = self.replay_approximations.get(what, 0) + 1
-            c = Collective(OPS.get(op, "all_reduce"), nbytes, members, max(1, math.ceil(members / per_node)))
+            c = Collective(R.NCCL_OPS.get(op, "all_reduce"), nbytes, members, max(1, math.ceil(members / per_node)))
             ns = model.seconds(c) * 1e9
             source = model.source(c)
             self.collective_ns[source] = self.collective_ns.get(source, 0.0) + ns
@@ -213,13 +214,13 @@ def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | No
     return replace(best, emulations_s=tuple(p.step_time_s for p, _ in runs))
 
 
-_LOADED: dict[str, estimators.Estimators] = {}
+_LOADED: dict[str, estimate.Estimators] = {}
 
 
-def _estimators(gpu: str) -> estimators.Estimators:
+def _estimators(gpu: str) -> estimate.Estimators:
     """One load per GPU and process (reading the cached fit takes seconds)."""
     if gpu not in _LOADED:
-        _LOADED[gpu] = estimators.load(gpu)
+        _LOADED[gpu] = estimate.load(gpu)
     return _LOADED[gpu]
 
 
@@ -232,5 +233,5 @@ def _peaks(summary: dict[str, Any], traces: list[Trace]) -> list[int]:
     peaks = []
     for t in traces:
         sel = t.of_kind(Kind.MALLOC)
-        peaks.append(int(np.max(t.records["a"][sel][:, 2])) if len(sel) else 0)
+        peaks.append(int(np.max(R.MALLOC_IN_USE.of(t.records["a"][sel]))) if len(sel) else 0)
     return peaks

@@ -7,15 +7,11 @@ campaign's archive of a job replaces an earlier one's; the prefix filter.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
-from emulated import REPO
 
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import archives  # noqa: E402
+from benchmarks import archives
 
 
 def job(root: Path, name: str, payload: bytes) -> Path:

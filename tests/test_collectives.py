@@ -1,5 +1,5 @@
-"""Measured collectives: the campaign that times them (benchmarks/collective_campaign.py) and the
-table the collective model reads them from (benchmarks/collective_accuracy.py --write).
+"""Measured collectives: the campaign that times them (benchmarks/campaigns/collective_campaign.py) and the
+table the collective model reads them from (benchmarks/calibration/collectives.py --write).
 
 Covers: the campaign runs end to end on two emulated GPUs (its plumbing, not its times) and writes
 every op at every size asked for, five trials each; the committed table holds the committed
@@ -10,21 +10,18 @@ by at the measured sizes.
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 from emulated import REPO, run_emulated
 
-sys.path.insert(0, str(REPO))
-
-from benchmarks import collective_accuracy  # noqa: E402
+from benchmarks.calibration import collectives as collective_accuracy
 from maya import catalog  # noqa: E402
-from maya.predictor.network import Collective, collective_model  # noqa: E402
+from maya.predictor.replay.network import Collective, collective_model  # noqa: E402
 
 
 def test_campaign_runs_on_emulated_gpus(tmp_path) -> None:
     out = tmp_path / "coll"
-    r = run_emulated((REPO / "benchmarks" / "collective_campaign.py").read_text(), tmp_path,
+    r = run_emulated((REPO / "benchmarks" / "campaigns" / "collective_campaign.py").read_text(), tmp_path,
                      gpu="H200-SXM-141GB", torchrun_nproc=2, gpus_per_node=2,
                      args=["--out", str(out), "--max-bytes", "2048"], timeout=300)
     assert r.returncode == 0, r.output
@@ -41,7 +38,7 @@ def test_campaign_runs_on_emulated_gpus(tmp_path) -> None:
 def test_committed_table_is_the_committed_measurements() -> None:
     written = collective_accuracy.table(collective_accuracy.measurements())
     committed = json.loads((REPO / "predictor" / "collectives.json").read_text())
-    assert committed == json.loads(json.dumps(written)), "run: python benchmarks/collective_accuracy.py --write"
+    assert committed == json.loads(json.dumps(written)), "run: python -m benchmarks.calibration.collectives --write"
     (gpu, d), = collective_accuracy.measurements()
     model = collective_model(catalog.lookup(gpu), 8)
     for row in d["rows"]:

@@ -1,4 +1,4 @@
-"""Kernel-time estimators (predictor/features.py, roofline.py, estimators.py) on CPU.
+"""Kernel-time estimators (predictor/estimate/) on CPU.
 
 Covers: kernel names decoded into class, element type and template integers;
 GEMM, attention, convolution and copy features; fitting on synthetic
@@ -25,12 +25,18 @@ import numpy as np
 import pytest
 
 from maya import catalog, cli
-from maya.predictor import estimators as E
-from maya.predictor import features as F
-from maya.predictor.ops import Op
-from maya.predictor.profiles import ProfileRow, load_profiles
-from maya.predictor.roofline import Work, roofline_ns
+from maya.predictor.estimate import cache as C
+from maya.predictor.estimate import estimators as E
+from maya.predictor.estimate import evaluation as V
+from maya.predictor.estimate import features as F
+from maya.predictor.estimate import fit as FIT
+from maya.predictor.estimate import kernel_names as N
+from maya.predictor.estimate import loading as L
+from maya.predictor.estimate import work as W
+from maya.predictor.estimate.profiles import ProfileRow, load_profiles
+from maya.predictor.estimate.roofline import Work, roofline_ns
 from maya.predictor.trace import Kind
+from maya.predictor.trace.ops import Op
 
 GPU = "H100-SXM-80GB"
 H100 = catalog.lookup(GPU)
@@ -101,8 +107,8 @@ _NAME_COST = {FILL_F32: 0.6, FILL_BF16: 0.5, REDUCE_MAX: 1.4, SOFTMAX_BF16: 2.0,
 
 def true_ns(op: Op) -> float:
     """The hidden 'GPU': roofline with size-dependent efficiency, plus a launch floor."""
-    fam = F.family(op)
-    w = F.work(op)
+    fam = W.family(op)
+    w = W.work(op)
     if fam == "gemm":
         m, n, k = op.a[0] & 0xFFFFFFFF, op.a[0] >> 32, op.a[1] & 0xFFFFFFFF
         tiles = math.ceil(m / 128) * math.ceil(n / 128)
@@ -113,7 +119,7 @@ def true_ns(op: Op) -> float:
     if fam == "dnn":
         return 5000 + w.flops / (H100.peak_flops("bf16") * 0.6) * 1e9
     if fam == "memory":
-        ln = F.launch(op)
+        ln = W.launch(op)
         return 1800 + ln.threads * 8 * _NAME_COST[op.name] / H100.mem_bw_bytes_per_s * 1e9
     if fam == "copy":
         link = 22e9 if op.kind == int(Kind.MEMCPY) and op.a32 in (1, 2) else 0.8 * H100.mem_bw_bytes_per_s
@@ -151,7 +157,7 @@ def synthetic_rows(scale: int = 30, seed: int = 0) -> list[ProfileRow]:
         ns = round(true_ns(op) * float(np.exp(rng.normal(0, 0.02))))
         return ProfileRow(op=op, dur_ns=ns, busy_ns=ns, n=n, spread=0.02, source=source)
 
-    rows = [row(op, F.family(op)) for op in synthetic_ops(rng, scale)]
+    rows = [row(op, W.family(op)) for op in synthetic_ops(rng, scale)]
     toy = [gemm_op(1024, 768 * j, 768) for j in (1, 3, 4)] + [sdpa_op(8, 12, 1024, 64, True, b) for b in (0, 1)]
     toy += [kernel_op(name, 6144 * j) for name in MEMORY_NAMES for j in (1, 4)]
     rows += [row(op, "example:toy", n=12) for op in toy]
@@ -174,48 +180,48 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def fitted(rows: list[ProfileRow], cache: Path) -> E.Estimators:
-    return E.load(GPU, profiles={GPU: rows}, cache=cache)
+    return L.load(GPU, profiles={GPU: rows}, cache=cache)
 
 
 # ---------------------------------------------------------------- features
 
 
 def test_kernel_names_decode() -> None:
-    assert F.kernel_class(FILL_BF16) == "vectorized_elementwise"
-    assert F.kernel_dtype_bytes(FILL_BF16) == 2 and F.kernel_dtype_bytes(FILL_F32) == 4
-    assert F.template_ints(FILL_BF16)[0] == 8
-    assert F.kernel_class(REDUCE_MAX) == "reduce"
-    assert F.kernel_class(SOFTMAX_BF16) == "softmax" and F.kernel_dtype_bytes(SOFTMAX_BF16) == 2
-    assert F.kernel_class(CAT_2B) == "cat" and F.kernel_dtype_bytes(CAT_2B) == 2
-    assert F.kernel_class(ADAM) == "multi_tensor"
-    assert F.kernel_class("triton_poi_fused_add_0") == "triton_pointwise"
-    assert F.kernel_class("my_custom_kernel") == "other"
-    assert F.family(kernel_op(MEM_EFF, 10)) == "attention"
-    assert F.family(kernel_op(FILL_F32, 10)) == "memory"
+    assert N.kernel_class(FILL_BF16) == "vectorized_elementwise"
+    assert N.kernel_dtype_bytes(FILL_BF16) == 2 and N.kernel_dtype_bytes(FILL_F32) == 4
+    assert N.template_ints(FILL_BF16)[0] == 8
+    assert N.kernel_class(REDUCE_MAX) == "reduce"
+    assert N.kernel_class(SOFTMAX_BF16) == "softmax" and N.kernel_dtype_bytes(SOFTMAX_BF16) == 2
+    assert N.kernel_class(CAT_2B) == "cat" and N.kernel_dtype_bytes(CAT_2B) == 2
+    assert N.kernel_class(ADAM) == "multi_tensor"
+    assert N.kernel_class("triton_poi_fused_add_0") == "triton_pointwise"
+    assert N.kernel_class("my_custom_kernel") == "other"
+    assert W.family(kernel_op(MEM_EFF, 10)) == "attention"
+    assert W.family(kernel_op(FILL_F32, 10)) == "memory"
 
 
 def test_families_and_work() -> None:
     g = gemm_op(4096, 4096, 4096)
-    assert F.family(g) == "gemm" and F.domain(g) == "cublasLtMatmul:bf16"
-    assert F.work(g) == Work(2.0 * 4096**3, 3 * 4096 * 4096 * 2.0, "bf16", "hbm")
+    assert W.family(g) == "gemm" and W.domain(g) == "cublasLtMatmul:bf16"
+    assert W.work(g) == Work(2.0 * 4096**3, 3 * 4096 * 4096 * 2.0, "bf16", "hbm")
     f = F.features(g, H100)
     assert f["wave_eff_128x128"] == pytest.approx(1024 / (8 * 132))
     assert f["pad_eff_128x128"] == 1.0
     assert F.features(gemm_op(4000, 4096, 4096), H100)["pad_eff_128x128"] == pytest.approx(4000 / 4096)
     fwd, bwd = sdpa_op(2, 8, 1024, 64, False, False), sdpa_op(2, 8, 1024, 64, False, True)
-    assert F.family(fwd) == "attention"
-    assert F.work(fwd).flops == pytest.approx(2 * 2 * 8 * 1024 * 1024 * 128)
-    assert F.work(bwd).flops == pytest.approx(2.5 * F.work(fwd).flops)
-    assert F.work(sdpa_op(2, 8, 1024, 64, True, False)).flops == pytest.approx(F.work(fwd).flops / 2)
+    assert W.family(fwd) == "attention"
+    assert W.work(fwd).flops == pytest.approx(2 * 2 * 8 * 1024 * 1024 * 128)
+    assert W.work(bwd).flops == pytest.approx(2.5 * W.work(fwd).flops)
+    assert W.work(sdpa_op(2, 8, 1024, 64, True, False)).flops == pytest.approx(W.work(fwd).flops / 2)
     conv = conv_op("fprop", 32, 64, 128, 56, 3, 1)
-    assert F.family(conv) == "dnn" and F.work(conv).flops == pytest.approx(2.0 * 32 * 128 * 56 * 56 * 64 * 9)
+    assert W.family(conv) == "dnn" and W.work(conv).flops == pytest.approx(2.0 * 32 * 128 * 56 * 56 * 64 * 9)
     assert F.features(conv, H100)["tile_m"] == 128
-    assert F.work(memcpy_op(1 << 20, "h2d")).link == "host"
-    assert F.work(memcpy_op(1 << 20, "d2d")).bytes == 2 << 20
-    assert F.family(memset_op(64)) == "copy" and F.domain(memset_op(64)) == "memset"
+    assert W.work(memcpy_op(1 << 20, "h2d")).link == "host"
+    assert W.work(memcpy_op(1 << 20, "d2d")).bytes == 2 << 20
+    assert W.family(memset_op(64)) == "copy" and W.domain(memset_op(64)) == "memset"
     for op in (g, fwd, conv, kernel_op(FILL_F32, 100), kernel_op(MEM_EFF, 100), memset_op(100)):
-        m = F.matrix([op], H100, F.family(op))
-        assert m.shape == (1, len(F.FEATURES[F.family(op)])) and np.isfinite(m).all()
+        m = F.matrix([op], H100, W.family(op))
+        assert m.shape == (1, len(F.FEATURES[W.family(op)])) and np.isfinite(m).all()
 
 
 def test_roofline() -> None:
@@ -229,10 +235,10 @@ def test_roofline() -> None:
 
 
 def test_fit_and_estimate_unseen_shapes(fitted: E.Estimators) -> None:
-    assert set(fitted.families) == set(F.FITTED)
+    assert set(fitted.families) == set(W.FITTED)
     rng = np.random.default_rng(123)
     for fam, tolerance in (("gemm", 0.25), ("attention", 0.2), ("memory", 0.2), ("copy", 0.3), ("dnn", 0.3)):
-        ops = [op for op in synthetic_ops(rng, 10) if F.family(op) == fam][:20]
+        ops = [op for op in synthetic_ops(rng, 10) if W.family(op) == fam][:20]
         est = fitted.estimate_many(ops)
         assert {e.confidence for e in est} <= {"fitted", "measured"}, fam
         assert all(e.family == fam and e.ns > 0 for e in est)
@@ -244,7 +250,7 @@ def test_exact_signature_is_measured(rows: list[ProfileRow], fitted: E.Estimator
     r = next(r for r in rows if r.source == "gemm")
     e = fitted.estimate(r.op)
     assert (e.ns, e.estimator, e.confidence) == (r.dur_ns, "measured", "measured")
-    held = next(r for r in rows if r.source.startswith("held-out:") and F.family(r.op) == "gemm")
+    held = next(r for r in rows if r.source.startswith("held-out:") and W.family(r.op) == "gemm")
     assert fitted.estimate(held.op).confidence == "fitted"  # held-out rows are never fitted
 
 
@@ -259,14 +265,14 @@ def test_unseen_kernel_falls_back(fitted: E.Estimators) -> None:
 
 
 def test_cache_hit_and_miss(rows: list[ProfileRow], tmp_path: Path) -> None:
-    subset = [r for r in rows if F.family(r.op) == "copy"]  # small: the default model, no selection
-    first = E.load(GPU, profiles={GPU: subset}, cache=tmp_path)
+    subset = [r for r in rows if W.family(r.op) == "copy"]  # small: the default model, no selection
+    first = L.load(GPU, profiles={GPU: subset}, cache=tmp_path)
     assert not first.cache_hit and first.fit_seconds > 0
-    second = E.load(GPU, profiles={GPU: subset}, cache=tmp_path)
+    second = L.load(GPU, profiles={GPU: subset}, cache=tmp_path)
     assert second.cache_hit
     op = subset[0].op
     assert second.estimate(op) == first.estimate(op)
-    other = E.load(GPU, profiles={GPU: subset[1:]}, cache=tmp_path)
+    other = L.load(GPU, profiles={GPU: subset[1:]}, cache=tmp_path)
     assert not other.cache_hit
     assert len(list(tmp_path.glob("*.pkl"))) == 1  # the stale fit was replaced
 
@@ -274,9 +280,9 @@ def test_cache_hit_and_miss(rows: list[ProfileRow], tmp_path: Path) -> None:
 def test_gpus_without_profiles(rows: list[ProfileRow], cache: Path, tmp_path: Path,
                                monkeypatch: pytest.MonkeyPatch) -> None:
     profiles = {GPU: rows}
-    h100 = E.load(GPU, profiles=profiles, cache=cache)
-    h200 = E.load("H200-SXM-141GB", profiles=profiles, cache=cache)
-    a100 = E.load("A100-SXM-80GB", profiles=profiles, cache=cache)
+    h100 = L.load(GPU, profiles=profiles, cache=cache)
+    h200 = L.load("H200-SXM-141GB", profiles=profiles, cache=cache)
+    a100 = L.load("A100-SXM-80GB", profiles=profiles, cache=cache)
     assert h200.cache_hit and a100.cache_hit and (h200.source, a100.source) == (GPU, GPU)
     fill = kernel_op(FILL_F32, 1 << 20)  # bandwidth-bound: H200 has 4.8 TB/s to the H100's 3.35
     e100, e200 = h100.estimate(fill), h200.estimate(fill)
@@ -287,31 +293,31 @@ def test_gpus_without_profiles(rows: list[ProfileRow], cache: Path, tmp_path: Pa
     assert h200.estimate(big).ns == pytest.approx(h100.estimate(big).ns, rel=0.02)  # same compute
     ea = a100.estimate(big)
     assert ea.confidence == "fallback" and ea.ns > 2.5 * h100.estimate(big).ns  # 312 vs 989 TFLOP/s
-    nothing = E.load("B200", profiles={}, cache=tmp_path).estimate(big)
+    nothing = L.load("B200", profiles={}, cache=tmp_path).estimate(big)
     assert nothing.confidence == "fallback" and nothing.ns > 0
     # An H200 with copy tables only: its own copies, the H100's other families scaled.
-    partial = {**profiles, "H200-SXM-141GB": [r for r in rows if F.family(r.op) == "copy"]}
-    h200_own = E.load("H200-SXM-141GB", profiles=partial, cache=tmp_path)
-    assert h200_own.source == "H200-SXM-141GB" and set(h200_own.borrowed) == set(F.FITTED) - {"copy"}
+    partial = {**profiles, "H200-SXM-141GB": [r for r in rows if W.family(r.op) == "copy"]}
+    h200_own = L.load("H200-SXM-141GB", profiles=partial, cache=tmp_path)
+    assert h200_own.source == "H200-SXM-141GB" and set(h200_own.borrowed) == set(W.FITTED) - {"copy"}
     assert h200_own.estimate(big).confidence == "scaled"
     assert h200_own.estimate(memcpy_op(12345, "d2d")).confidence == "fitted"
     # A family with enough points of its own to be fitted, but under a tenth of the donor's, is
     # borrowed all the same (the H200's convolutions: its example models' against the H100's sweep).
-    monkeypatch.setattr(E, "MIN_SELECT", 5)
-    gemm_rows = [r for r in rows if F.family(r.op) == "gemm"]
+    monkeypatch.setattr(FIT, "MIN_SELECT", 5)
+    gemm_rows = [r for r in rows if W.family(r.op) == "gemm"]
     assert len(gemm_rows) > 10 * 10
-    few = {**profiles, "H200-SXM-141GB": [r for r in rows if F.family(r.op) == "copy"] + gemm_rows[:10]}
-    assert "gemm" in E.load("H200-SXM-141GB", profiles=few, cache=tmp_path).borrowed
+    few = {**profiles, "H200-SXM-141GB": [r for r in rows if W.family(r.op) == "copy"] + gemm_rows[:10]}
+    assert "gemm" in L.load("H200-SXM-141GB", profiles=few, cache=tmp_path).borrowed
 
 
 def test_evaluate_keeps_held_out_rows_out(rows: list[ProfileRow], cache: Path) -> None:
-    fit_rows, test_rows = E.split(rows)
+    fit_rows, test_rows = V.split(rows)
     assert all(not r.source.startswith("held-out:") for r in fit_rows)
-    assert E.split(rows[::-1])[0] == fit_rows[::-1]  # the split does not depend on row order
+    assert V.split(rows[::-1])[0] == fit_rows[::-1]  # the split does not depend on row order
     test_sigs = {r.op.signature() for r in test_rows}
     assert not any(r.op.signature() in test_sigs for r in fit_rows)
-    report = E.evaluate(GPU, profiles=rows, cache=cache)
-    assert set(report["families"]) <= set(F.FAMILIES) and "gemm" in report["families"]
+    report = V.evaluate(GPU, profiles=rows, cache=cache)
+    assert set(report["families"]) <= set(W.FAMILIES) and "gemm" in report["families"]
     gemm = report["families"]["gemm"]
     assert gemm["n"] > 0 and 0 <= gemm["median_ape"] <= gemm["p90_ape"]
     examples = report["examples"]
@@ -323,10 +329,10 @@ def test_evaluate_keeps_held_out_rows_out(rows: list[ProfileRow], cache: Path) -
 
 def test_cli(rows: list[ProfileRow], cache: Path, monkeypatch: pytest.MonkeyPatch,
              capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(E, "cache_dir", lambda: cache)  # the fits above, read back
-    monkeypatch.setattr(E, "load_profiles", lambda gpu: rows if gpu == GPU else [])
-    monkeypatch.setattr(E, "_table", lambda gpu, profiles: E._Table(gpu, rows if gpu == GPU else []))
-    monkeypatch.setattr(E, "profiled_gpus", lambda: [GPU])
+    monkeypatch.setattr(C, "cache_dir", lambda: cache)  # the fits above, read back
+    monkeypatch.setattr(V, "load_profiles", lambda gpu: rows if gpu == GPU else [])
+    monkeypatch.setattr(L, "_table", lambda gpu, profiles: C.Table(gpu, rows if gpu == GPU else []))
+    monkeypatch.setattr(L, "profiled_gpus", lambda: [GPU])
     assert cli.main(["estimators", "evaluate", "--gpu", GPU, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["gpu"] == GPU and "gemm" in report["families"]
@@ -339,13 +345,13 @@ def test_cli(rows: list[ProfileRow], cache: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_committed_profiles_fit_and_predict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real thing: the committed H100 tables fit, and estimate a held-out model's kernels."""
-    est = E.load(GPU, cache=tmp_path)
+    est = L.load(GPU, cache=tmp_path)
     assert not est.cache_hit and est.source == GPU and not est.borrowed
     # The H200 lends the H100 nothing, so only its family sizes were counted, not fitted.
     assert [p.name.split("-")[-2] for p in tmp_path.glob("H200*")] == ["sizes"]
-    assert all(est.families[f].n >= 1000 for f in F.FITTED), {f: fit.n for f, fit in est.families.items()}
+    assert all(est.families[f].n >= 1000 for f in W.FITTED), {f: fit.n for f, fit in est.families.items()}
     assert est.fit_seconds < 120
-    rows = [r for r in load_profiles(GPU) if r.source == "held-out:gpt-d128" and F.family(r.op) in F.FITTED]
+    rows = [r for r in load_profiles(GPU) if r.source == "held-out:gpt-d128" and W.family(r.op) in W.FITTED]
     estimates = est.estimate_many([r.op for r in rows])
     assert all(e.confidence in ("measured", "fitted") for e in estimates)
     measured = sum(r.busy_ns * r.n for r in rows)
@@ -355,5 +361,5 @@ def test_committed_profiles_fit_and_predict(tmp_path: Path, monkeypatch: pytest.
     def unread(gpu: str) -> list[ProfileRow]:
         raise AssertionError(f"the tables of {gpu} were parsed for a cached fit")
 
-    monkeypatch.setattr(E, "load_profiles", unread)  # a cached fit is found by the tables' bytes
-    assert E.load(GPU, cache=tmp_path).cache_hit
+    monkeypatch.setattr(C, "load_profiles", unread)  # a cached fit is found by the tables' bytes
+    assert L.load(GPU, cache=tmp_path).cache_hit

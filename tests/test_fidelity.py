@@ -1,4 +1,4 @@
-"""Fidelity tooling: examples/, benchmarks/gpu_fidelity_campaign.py, benchmarks/fidelity.py.
+"""Fidelity tooling: examples/, benchmarks/campaigns/gpu_fidelity_campaign.py, benchmarks/fidelity.py.
 
 Covers:
 - the examples' kernel-profile digest (examples/common.py) reads the
@@ -19,21 +19,28 @@ Covers:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from emulated import REPO, requires_library
 
+from benchmarks import fidelity
+from benchmarks.campaigns import gpu_fidelity_campaign as campaign
 from maya.predictor.trace import Kind, TraceWriter
 
-sys.path.insert(0, str(REPO / "benchmarks"))
-sys.path.insert(0, str(REPO / "examples"))
 
-import fidelity  # noqa: E402
-import gpu_fidelity_campaign as campaign  # noqa: E402
+def _example_module(name: str) -> ModuleType:
+    """An examples/ module, loaded from its file (the examples are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"examples_{name}", REPO / "examples" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class _FakeProfile:
@@ -45,7 +52,8 @@ class _FakeProfile:
 
 
 def test_kernel_profile_digest() -> None:
-    common = pytest.importorskip("common")
+    pytest.importorskip("torch")
+    common = _example_module("common")
     ev = [
         {"ph": "X", "cat": "kernel", "name": "k_b", "ts": 20, "dur": 2.0,
          "args": {"grid": [1, 1, 1], "block": [32, 1, 1], "correlation": 7, "stream": 7}},
@@ -181,7 +189,7 @@ def test_compare_memory() -> None:
 
 def test_campaign_dry_run(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_fidelity_campaign.py"), "--out", str(out),
+    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "campaigns" / "gpu_fidelity_campaign.py"), "--out", str(out),
                         "--dry-run"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     files = sorted(p.name for p in out.iterdir())

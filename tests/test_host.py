@@ -1,4 +1,4 @@
-"""The host model (maya.predictor.host): replayed host time per step, the fitted slowdown, the
+"""The host model (maya.predictor.replay.host): replayed host time per step, the fitted slowdown, the
 calibrated model that ``maya predict`` applies, and its rescaling to the emulating CPU's speed
 (maya.cpu_probe)."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from maya import catalog, cpu_probe
 from maya.emulate import EmulateOptions, build_env, find_library
-from maya.predictor.host import (
+from maya.predictor.replay.host import (
     CALIBRATION,
     CALL_SCALES,
     SLOWDOWNS,
@@ -25,7 +25,7 @@ from maya.predictor.host import (
     steady_step_delays,
     step_host_times_ns,
 )
-from maya.predictor.simulator import CALL_NS, simulate
+from maya.predictor.replay.simulator import CALL_NS, simulate
 from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
 
 

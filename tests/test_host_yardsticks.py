@@ -3,13 +3,9 @@ per steady step (benchmarks/step_truth.py's ``emulated_host_s``), on hand-made r
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from emulated import REPO
-
-sys.path.insert(0, str(REPO))
 
 from benchmarks import host_yardsticks, step_truth  # noqa: E402
 from maya.predictor.trace import Kind, TraceWriter, read_trace  # noqa: E402

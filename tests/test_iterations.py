@@ -1,4 +1,4 @@
-"""Training steps found from the repeating structure of a trace (maya.predictor.iterations).
+"""Training steps found from the repeating structure of a trace (maya.predictor.replay.iterations).
 
 Covers: a loop whose first step is irregular (extra operations, as cuDNN's
 benchmark trials make) and that ends with an epilogue; gradient
@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from emulated import requires_library, run_emulated
 
-from maya.predictor.iterations import NoIterations, find_steps, trace_steps
+from maya.predictor.replay.iterations import NoIterations, find_steps, trace_steps
 from maya.predictor.trace import read_trace
 
 

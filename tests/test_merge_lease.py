@@ -9,13 +9,9 @@ an unknown configuration (unless asked to start it) and a changed command refuse
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from emulated import REPO
-
-sys.path.insert(0, str(REPO))
 
 from benchmarks import merge_lease, step_truth  # noqa: E402
 

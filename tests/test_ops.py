@@ -1,4 +1,4 @@
-"""Device operations, alignment and profile tables (maya.predictor.ops, .align, .profiles).
+"""Device operations, alignment and profile tables (maya.predictor.trace.ops, .align, .profiles).
 
 Covers:
 - a KERNEL and a BLAS operation written by an "emulated" and a "recorded"
@@ -25,10 +25,11 @@ from pathlib import Path
 import pytest
 from emulated import requires_library, run_emulated
 
-from maya.predictor.align import align, align_traces
-from maya.predictor.ops import BLAS_WORDS, Op, device_ops, differing_fields, measured
-from maya.predictor.profiles import ProfileRow, load_profiles, read_table, rows_from_pair, write_table
+from maya.predictor.estimate.profiles import ProfileRow, load_profiles, read_table, rows_from_pair, write_table
 from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
+from maya.predictor.trace.align import align, align_traces
+from maya.predictor.trace.ops import Op, device_ops, differing_fields, measured
+from maya.predictor.trace.records import BLAS_WORDS
 
 SGEMM = "_Z13ampere_sgemmPfS_"
 COPY = "_ZN2at6native29vectorized_elementwise_kernelILi4E"

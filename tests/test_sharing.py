@@ -1,19 +1,14 @@
 """Work beside a resident NCCL kernel: the factors fitted from two ranks' profiled steps
-(benchmarks/nccl_sharing.py), on a hand-made profile with known answers, and the factors the
-predictor keeps per compute capability (maya.predictor.sharing)."""
+(benchmarks/calibration/sharing.py), on a hand-made profile with known answers, and the factors the
+predictor keeps per compute capability (maya.predictor.replay.sharing)."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-from emulated import REPO
 
-sys.path.insert(0, str(REPO))
-
-from benchmarks import nccl_sharing  # noqa: E402
+from benchmarks.calibration import sharing as nccl_sharing
 from maya import catalog  # noqa: E402
-from maya.predictor.sharing import sharing_factors  # noqa: E402
+from maya.predictor.replay.sharing import sharing_factors  # noqa: E402
 from maya.predictor.trace import Kind  # noqa: E402
 
 GEMM, ADD, CONV, NCCL = "nvjet_sm90_tst_128x128", "void at::native::vectorized_elementwise_kernel<add>", \

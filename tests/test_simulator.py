@@ -1,4 +1,4 @@
-"""The discrete-event replay (maya.predictor.simulator) and the collective model (maya.predictor.network).
+"""The discrete-event replay (maya.predictor.replay.simulator) and the collective model (maya.predictor.replay.network).
 
 Hand-built traces with known answers: host delays (scaled by the host's
 speed) and per-call costs; work on one stream runs in order; two
@@ -26,8 +26,8 @@ import pytest
 from emulated import requires_library
 
 from maya import catalog, cli
-from maya.predictor.network import AnalyticalNccl, Collective, Fabric, MeasuredNccl, collective_model
-from maya.predictor.simulator import SimulationError, simulate
+from maya.predictor.replay.network import AnalyticalNccl, Collective, Fabric, MeasuredNccl, collective_model
+from maya.predictor.replay.simulator import SimulationError, simulate
 from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
 
 US = 1000.0
@@ -301,7 +301,7 @@ def test_replay_times_collectives_by_the_measured_curve_and_counts_which_model(t
     """2 ranks of one node on an H200: the measured 2 x H200 curve; the same ranks on two nodes: the
     analytical model.  The job keeps how much collective time each gave (``maya predict`` reports it)."""
     from maya.predict import Job
-    from maya.predictor.host import host_model
+    from maya.predictor.replay.host import host_model
 
     ranks = [Build(0), Build(1)]
     for i, b in enumerate(ranks):
@@ -352,8 +352,7 @@ def test_collective_model_against_published_8_gpu_sweeps() -> None:
     """Ring sweeps on 8 x H100 (benchmarks/data/nccl_published/h100-8gpu-ring-sweeps.json), where the
     device set the time: the model is quick by up to 22% at 8-64 MiB, where NCCL's bandwidth ramps
     up, and within 6% from 1 GiB."""
-    sys.path.insert(0, str(Path(__file__).parent.parent))
-    from benchmarks.collective_accuracy import device_bound_sweeps
+    from benchmarks.calibration.collectives import device_bound_sweeps
 
     points = device_bound_sweeps(AnalyticalNccl(Fabric.of(catalog.lookup("H100-SXM-80GB"))))
     for op, rows in points.items():

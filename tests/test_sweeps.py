@@ -1,4 +1,4 @@
-"""Profiling sweep (benchmarks/profiling/sweep.py): plans, and the tiny parts under emulation.
+"""Profiling sweep (benchmarks/campaigns/profiling/sweep.py): plans, and the tiny parts under emulation.
 
 Covers:
 - every full plan (built without CUDA) is deterministic, holds distinct
@@ -34,10 +34,10 @@ from types import ModuleType
 import pytest
 from emulated import REPO, EmulatedRun, run_emulated
 
-from maya.predictor.ops import Op, device_ops
 from maya.predictor.trace import Kind, read_trace
+from maya.predictor.trace.ops import Op, device_ops
 
-SWEEP = REPO / "benchmarks" / "profiling" / "sweep.py"
+SWEEP = REPO / "benchmarks" / "campaigns" / "profiling" / "sweep.py"
 PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid")
 CALLS = 4  # warm-up + the default 3 repeats
 

@@ -1,4 +1,4 @@
-"""``maya trace diff A B`` (maya.predictor.diff) and ``maya trace FILE``.
+"""``maya trace diff A B`` (maya.predictor.trace.diff) and ``maya trace FILE``.
 
 Covers:
 - text and --json reports of an emulated and a recorded hand-built trace:

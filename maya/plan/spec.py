@@ -152,8 +152,10 @@ def _best_error(errors: list[jsonschema.ValidationError]) -> jsonschema.Validati
     return err
 
 
-def parse(doc: Any, *, source: str = "the plan") -> Plan:
-    """Check ``doc`` (the parsed YAML) and build the :class:`Plan`; raise :class:`PlanError`."""
+def parse(doc: Any, *, source: str = "the plan", default_prices: Mapping[str, float] | None = None) -> Plan:
+    """Check ``doc`` (the parsed YAML) and build the :class:`Plan`; raise :class:`PlanError`.
+
+    ``default_prices``: USD per GPU-hour over the catalog's defaults (an operator's price table); the plan's own win."""
     if not isinstance(doc, dict):
         raise PlanError(f"{source}: expected a TrainingPlan mapping (apiVersion, kind, metadata, spec)")
     errors = list(jsonschema.Draft202012Validator(PLAN_SCHEMA).iter_errors(doc))
@@ -169,7 +171,7 @@ def parse(doc: Any, *, source: str = "the plan") -> Plan:
             raise PlanError(f"spec.resources: unknown GPU {s.gpu!r}; valid names: {', '.join(known)}") from None
     prices: dict[str, float] = {}
     for gpu in {s.gpu for s in shapes}:
-        prices[gpu] = catalog.lookup(gpu).price_usd_per_hour
+        prices[gpu] = float((default_prices or {}).get(gpu, catalog.lookup(gpu).price_usd_per_hour))
     for name, value in (spec.get("prices") or {}).items():
         try:
             prices[catalog.lookup(name).name] = float(value)

@@ -1,0 +1,178 @@
+"""Kernel-time estimators: how long a device operation takes on a catalog GPU.
+
+One estimator per family of work (:data:`maya.predictor.estimate.work.FAMILIES`),
+fitted on the profile tables of a GPU (``predictor/profiles/<GPU>/``).
+What is estimated is an operation's device busy time: the summed durations
+of the kernels (or copies) it caused, not the span from its first start to
+its last end, because under ``maya record`` the gaps between the kernels of
+one call (a split-K GEMM's two kernels, cuDNN's helpers) include the
+recorder's own host overhead.  When the host issues slower than the device
+runs, the replay's host model adds the wait.
+
+An operation is estimated, in this order of confidence:
+
+1. from the measured median, when its exact signature was profiled (``measured``);
+2. by the family's model (:mod:`maya.predictor.estimate.fit`), a
+   scikit-learn tree ensemble on the features of
+   :mod:`maya.predictor.estimate.features` (``fitted``);
+3. for work the family's model has not seen (an unseen kernel class, BLAS
+   API or math type, cuDNN operation; every collective), by the roofline time
+   scaled by the family's median efficiency on the profiled GPU (``fallback``).
+
+Estimators fitted on one GPU estimate for another of the same architecture
+(compute capability) by the ratio of the two GPUs' roofline times
+(``scaled``); for another architecture only the calibrated roofline is used
+(``fallback``).  Which GPU lends its fits is :mod:`maya.predictor.estimate.loading`'s
+choice; fits are kept by :mod:`maya.predictor.estimate.cache`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from maya import catalog
+from maya.predictor.estimate.features import matrix
+from maya.predictor.estimate.fit import (
+    DEFAULT_FLOOR_NS,
+    FamilyFit,
+    Fitter,
+    NameTable,
+    median_points,
+    roofline_times,
+    training_points,
+)
+from maya.predictor.estimate.profiles import ProfileRow
+from maya.predictor.estimate.roofline import roofline_ns
+from maya.predictor.estimate.work import FITTED, domain, family, work
+from maya.predictor.trace.ops import Op
+
+Confidence = Literal["measured", "fitted", "scaled", "fallback"]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A duration and where it comes from.
+
+    ``estimator``: ``measured``, ``<family>:<model>/<target>``,
+    ``memory:names`` (per-name interpolation), ``roofline``, or one of these
+    after ``scaled:``.  ``confidence`` orders them: measured > fitted > scaled
+    > fallback.
+    """
+
+    ns: float
+    estimator: str
+    confidence: Confidence
+    family: str
+
+
+
+class Estimators:
+    """The fitted estimators of one profiled GPU (``source``), estimating for ``gpu``."""
+
+    def __init__(self, gpu: str, source: str, families: dict[str, FamilyFit], measured: dict[tuple[Any, ...], float],
+                 names: NameTable, fit_seconds: float) -> None:
+        self.gpu, self.source = gpu, source
+        self.families, self.measured, self.names = families, measured, names
+        self.fit_seconds = fit_seconds
+        self.cache_hit = False
+        self.borrowed: dict[str, Estimators] = {}  # family -> another GPU's estimators, for families without data
+        self._memo: dict[tuple[Any, ...], Estimate] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_memo"], state["borrowed"] = {}, {}
+        return state
+
+    @classmethod
+    def fit(cls, gpu: str, rows: Sequence[ProfileRow]) -> Estimators:
+        """Fit every family on ``rows`` (profiles of ``gpu``; ``held-out:*`` rows are ignored)."""
+        import sklearn.ensemble  # type: ignore[import-untyped]  # noqa: F401  (loads OpenMP before the limit below)
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+        start = time.perf_counter()
+        g = catalog.lookup(gpu)
+        points = median_points(r for r in rows if not r.source.startswith("held-out:"))
+        by_family = training_points(points)
+        # OpenMP (gradient boosting) on one thread: its threads spin at barriers and slow down
+        # badly as soon as another process wants the same cores. Forests use joblib threads.
+        with threadpool_limits(limits=1):
+            families = {fam: Fitter(fam, by_family.get(fam, []), g).run() for fam in FITTED}
+        names = NameTable(by_family.get("memory", []))
+        measured = {p.op.signature(): p.ns for p in points}
+        return cls(g.name, g.name, families, measured, names, time.perf_counter() - start)
+
+    def on(self, gpu: str) -> Estimators:
+        """The same fits, estimating for another catalog GPU (scaled or fallback estimates)."""
+        other = Estimators(catalog.lookup(gpu).name, self.source, self.families, self.measured, self.names,
+                           self.fit_seconds)
+        other.cache_hit = self.cache_hit
+        return other
+
+    def summary(self) -> dict[str, Any]:
+        """Per family: the chosen model, training points, validation scores (mean |log error|)."""
+        return {f: {"choice": fit.choice, "n": fit.n, "domains": sorted(fit.domains), "floor_ns": fit.floor_ns,
+                    "efficiency": fit.efficiency, "validation": fit.scores} for f, fit in self.families.items()}
+
+    def estimate(self, op: Op) -> Estimate:
+        return self.estimate_many([op])[0]
+
+    def estimate_many(self, ops: Sequence[Op]) -> list[Estimate]:
+        """Estimates for ``ops``, computed once per distinct operation and batched per family."""
+        out: list[Estimate | None] = [self._memo.get(op.signature()) for op in ops]
+        todo: dict[str, list[int]] = defaultdict(list)
+        for i, op in enumerate(ops):
+            if out[i] is None:
+                todo[family(op)].append(i)
+        for fam, idx in todo.items():
+            for i, e in zip(idx, self._estimate_family(fam, [ops[i] for i in idx]), strict=True):
+                out[i] = self._memo[ops[i].signature()] = e
+        return [e for e in out if e is not None]
+
+    def _estimate_family(self, fam: str, ops: Sequence[Op]) -> list[Estimate]:
+        if fam in self.borrowed:
+            return self.borrowed[fam]._estimate_family(fam, ops)
+        src, dst = catalog.lookup(self.source), catalog.lookup(self.gpu)
+        fit = self.families.get(fam)
+        floor = fit.floor_ns if fit else DEFAULT_FLOOR_NS
+        efficiency = fit.efficiency if fit else 1.0
+        same_arch = src.fields["cc"] == dst.fields["cc"]
+        found: list[Estimate | None] = [None] * len(ops)
+        model_idx = []
+        for i, op in enumerate(ops):
+            ns = self.measured.get(op.signature())
+            if ns is not None:
+                found[i] = Estimate(ns, "measured", "measured", fam)
+            elif fit is None or fit.model is None or domain(op) not in fit.domains:
+                found[i] = Estimate(efficiency * (floor + roofline_ns(work(op), dst)), "roofline", "fallback", fam)
+            elif fit.names and (ns := self.names.predict(op)) is not None:
+                found[i] = Estimate(ns, "memory:names", "fitted", fam)
+            else:
+                model_idx.append(i)
+        if model_idx and fit is not None:
+            sub = [ops[i] for i in model_idx]
+            y = fit.model.predict(matrix(sub, src, fam))
+            ns_all = np.exp(y + np.log(floor + roofline_times(sub, src))) if fit.target == "ratio" else np.exp(y)
+            for i, ns in zip(model_idx, ns_all.tolist(), strict=True):
+                found[i] = Estimate(ns, f"{fam}:{fit.choice}", "fitted", fam)
+        result = [e for e in found if e is not None]
+        if src.name == dst.name:
+            return result
+        scaled = []
+        for op, e in zip(ops, result, strict=True):
+            if e.confidence == "fallback":
+                scaled.append(e)
+            elif same_arch:
+                w = work(op)
+                ratio = (floor + roofline_ns(w, dst)) / (floor + roofline_ns(w, src))
+                scaled.append(Estimate(e.ns * ratio, "scaled:" + e.estimator, "scaled", fam))
+            else:
+                ns = efficiency * (floor + roofline_ns(work(op), dst))
+                scaled.append(Estimate(ns, "roofline", "fallback", fam))
+        return scaled
+

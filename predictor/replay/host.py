@@ -1,0 +1,197 @@
+"""The GPU server's host, relative to the CPU that emulated the job.
+
+The replay spaces a rank's calls by the host delays measured under
+emulation: Python, PyTorch's dispatcher and the caching allocator running on
+the emulating CPU, with the CUDA libraries replaced by the interposer's quick
+stand-ins.  On the GPU server the same work runs on another CPU, and every
+call also pays the real driver's and libraries' host cost.  So the server's
+host is, per catalog machine: ``call_ns``, the host time of each kind of CUDA
+call, measured on servers of that kind
+(``benchmarks/campaigns/server_call_cost.sh``), and two factors fitted on the
+example models (``python -m benchmarks.calibration.host``): ``slowdown`` on
+the emulated host delays and ``call_scale`` on the call costs, because a call
+inside a training step costs more than in a tight loop, and models that
+launch many kernels per line of Python (the recommender's embedding
+backward) need both factors to come out right.  The factors are fitted
+through the replay itself: the examples' measured host time per step
+includes the host's waits for the device inside the step (``.item()``, a
+copy to the host), which the replay reproduces, so a raw ratio of host times
+would mistake those waits for a slow host.
+
+A job of several ranks runs on a machine of several GPUs, whose calls cost
+less than the single-GPU servers' the factors were fitted on; they are
+priced as measured on such machines where they were (``node_call_ns``).
+
+The slowdown refers to the CPU it was calibrated on, as :mod:`maya.cpu_probe`
+read it (``reference_probe_ns``); delays emulated on another CPU, or on the
+same one under load, are rescaled by the two probes (:meth:`HostModel.on_cpu`).
+A GPU with no calibration keeps the nominal per-call costs of
+:data:`maya.predictor.replay.simulator.CALL_NS` and launch times.  The
+measurements behind the model are in ``docs/host-model.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from maya.predictor.replay.iterations import trace_steps
+from maya.predictor.replay.simulator import (
+    CALL_NS,
+    DEFAULT_CALL_NS,
+    LAUNCH_GAP_NS,
+    LAUNCH_LATENCY_NS,
+    RankResult,
+    replay_order,
+)
+from maya.predictor.trace.format import Kind
+from maya.predictor.trace.reader import Trace
+
+CALIBRATION = Path(__file__).parents[1] / "host_calibration.json"
+SLOWDOWNS = np.round(np.arange(1.0, 6.0 + 1e-9, 0.05), 2)  # the delay factors a calibration tries
+CALL_SCALES = np.round(np.arange(0.5, 3.0 + 1e-9, 0.1), 2)  # and the factors on the measured call costs
+
+
+@dataclass(frozen=True)
+class HostModel:
+    """How the replay times a rank's host: delays x ``slowdown`` plus ``call_ns`` x ``call_scale``
+    per call by kind (``default_call_ns`` for the other kinds; None: each call's recorded duration,
+    for a trace recorded on the GPU server); and the server's launches (measured by
+    ``benchmarks/campaigns/launch_gap.py``): work starts ``launch_latency_ns`` after its call returns, and
+    ``launch_gap_ns`` after the work queued before it on its stream ends."""
+
+    slowdown: float = 1.0
+    call_ns: Mapping[int, float] | None = field(default_factory=lambda: dict(CALL_NS))
+    default_call_ns: float = DEFAULT_CALL_NS
+    source: str = "nominal call costs, no calibration for this GPU"
+    reference_probe_ns: float | None = None  # maya.cpu_probe on the machine that calibrated slowdown
+    call_scale: float = 1.0  # fitted: a call inside a training step costs more than in a tight loop
+    launch_latency_ns: float = LAUNCH_LATENCY_NS  # from a launch call's return to its work starting on an idle device
+    launch_gap_ns: float = LAUNCH_GAP_NS  # from the end of one operation to the start of the next queued behind it
+
+    def priced_calls(self) -> dict[int, float] | None:
+        """Host ns per call by record kind, as the replay charges them (None: as recorded)."""
+        return None if self.call_ns is None else {k: v * self.call_scale for k, v in self.call_ns.items()}
+
+    def as_recorded(self) -> HostModel:
+        """This server's host as a trace recorded on it has it: its own delays and call durations."""
+        return HostModel(1.0, None, 0.0, "the host as recorded on the GPU server",
+                         launch_latency_ns=self.launch_latency_ns, launch_gap_ns=self.launch_gap_ns)
+
+    def on_cpu(self, probe_ns: float | None) -> HostModel:
+        """This host for delays emulated on a CPU whose probe read ``probe_ns``: the slowdown
+        scaled by the calibrating CPU's probe over this one (unchanged where either is unknown)."""
+        if not probe_ns or not self.reference_probe_ns:
+            return self
+        return replace(self, slowdown=self.slowdown * self.reference_probe_ns / probe_ns)
+
+
+# The call kinds measured on the server, and the record kind each one prices.  "dnn" is a cuDNN
+# convolution as PyTorch makes it (set the stream, build a variant pack, execute, destroy the pack:
+# benchmarks/campaigns/server_dnn_cost.c); where it was not measured, a cuDNN call is priced as a cuBLAS one
+# (the two cost about the same on the H100 servers, docs/host-model.md).
+CALL_KINDS = {"kernel": Kind.KERNEL, "memset": Kind.MEMSET, "memcpy": Kind.MEMCPY, "blas": Kind.BLAS, "dnn": Kind.DNN}
+
+
+def server_call_ns(measured: Mapping[str, float]) -> dict[int, float]:
+    """Host ns per call by record kind, from the costs measured on a server (by CALL_KINDS name);
+    the other calls (events, allocations) cost nothing beyond their emulated delays."""
+    if "dnn" not in measured and "blas" in measured:
+        measured = {**measured, "dnn": measured["blas"]}
+    return {int(kind): float(measured[name]) for name, kind in CALL_KINDS.items() if name in measured}
+
+
+def host_model(gpu: str, path: Path = CALIBRATION, *, node: bool = False) -> HostModel:
+    """The calibrated host of catalog machine ``gpu``, else the nominal one.  ``node``: the host
+    of a machine with several such GPUs (a job of several ranks), whose calls are priced as
+    measured on such machines where they were (``node_call_ns``): the single-GPU servers the
+    factors were fitted on are other machines, whose calls cost more."""
+    calibration = json.loads(path.read_text()) if path.is_file() else {}
+    m = calibration.get("machines", {}).get(gpu)
+    if not m:
+        return HostModel()
+    if node and m.get("node_call_ns"):
+        m = {**m, "call_ns": m["node_call_ns"]}
+    return calibrated_host(m, calibration.get("emulating_cpu", {}).get("host_probe_ns"))
+
+
+def calibrated_host(machine: Mapping[str, Any], reference_probe_ns: float | None) -> HostModel:
+    """The host of one ``machines`` entry of a calibration (call costs, factors, launch times
+    where measured, else the nominal ones) for delays emulated on a CPU whose probe read
+    ``reference_probe_ns``."""
+    launch = machine.get("launch", {})
+    return HostModel(float(machine.get("slowdown", 1.0)), server_call_ns(machine.get("call_ns", {})), 0.0,
+                     f"calibrated on {machine.get('configs', 0)} measured configurations", reference_probe_ns,
+                     float(machine.get("call_scale", 1.0)), float(launch.get("latency_ns", LAUNCH_LATENCY_NS)),
+                     float(launch.get("gap_ns", LAUNCH_GAP_NS)))
+
+
+def step_host_times_ns(trace: Trace, result: RankResult, steps: int) -> list[float]:
+    """Replayed host time of each of the last ``steps`` steps of a loop that ends every step with a
+    device synchronisation, as the examples do and as their measured ``host_times_s`` count it:
+    from when the previous synchronisation let the host go on to when the host reached the next
+    (so it includes the host's waits for the device inside the step)."""
+    syncs = trace.of_kind(Kind.DEVICE_SYNC)
+    if len(syncs) < steps + 1:
+        raise ValueError(f"{len(syncs)} device synchronisations, {steps + 1} needed for {steps} steps")
+    syncs = syncs[-(steps + 1):]
+    return [float(result.issue[b] - result.released[a]) for a, b in zip(syncs[:-1], syncs[1:], strict=True)]
+
+
+def steady_step_delays(trace: Trace) -> tuple[npt.NDArray[np.int64], list[tuple[int, int]], list[float]]:
+    """The emulated host delays of each steady step: (the records in replay order, each steady
+    step's span of that order, the sum of the host delays inside it, ns).  No steady steps found:
+    empty spans."""
+    order = replay_order(trace)
+    try:
+        steps, records = trace_steps(trace)
+    except ValueError:
+        return order, [], []
+    t = trace.records["t_ns"][order].astype(np.float64)
+    gaps = np.zeros(len(order))
+    gaps[1:] = np.maximum(t[1:] - (t[:-1] + trace.records["dur_ns"][order][:-1]), 0.0)
+    ends = [*steps.starts[1:], steps.starts[-1] + steps.period]
+    cuts = [(float(trace.records["t_ns"][records[a]]), float(trace.records["t_ns"][records[b]]))
+            for a, b in zip(steps.starts, ends, strict=True) if b < len(records)]
+    spans = [(int(np.searchsorted(t, lo)), int(np.searchsorted(t, hi))) for lo, hi in cuts]
+    return order, spans, [float(gaps[a:b].sum()) for a, b in spans]
+
+
+def quiet_gap_scale(trace: Trace) -> npt.NDArray[np.float64]:
+    """A factor on the host delay before each record (by record index): each steady step's delays
+    are scaled to add up to those of the quickest steady step (1 outside the steady steps).
+
+    Why: a burst of interference on the emulating machine (another process, the hypervisor) can
+    slow several consecutive steps of an emulation twofold, while the steps themselves repeat the
+    same host work; the quickest step is the one it spared most."""
+    scale = np.ones(len(trace.records))
+    order, spans, totals = steady_step_delays(trace)
+    quickest = min(totals, default=0.0)
+    for (a, b), total in zip(spans, totals, strict=True):
+        if total > 0:
+            scale[order[a:b]] = quickest / total
+    return scale
+
+
+def fit_host(host_s: npt.NDArray[np.float64], measured_s: Sequence[float]) -> tuple[float, float]:
+    """The slowdown and call scale whose replayed host times come closest to the measured ones.
+
+    ``host_s[c, i, j]``: configuration c's replayed host time per step with slowdown
+    ``SLOWDOWNS[i]`` and the measured call costs times ``CALL_SCALES[j]``.  Two factors, because
+    the calls cost more inside a training step than in the benchmark's tight loop (cold caches,
+    the runtime's bookkeeping around each launch), and the examples mix calls and Python in
+    different proportions: one factor for both cannot fit the recommender (many launches per
+    line of Python) and the CNN at once (docs/host-model.md).  The median over configurations of
+    |log(replayed / measured)| is minimised: one configuration's noise cannot move it far, and a
+    configuration whose host mostly waits for the device does not pull it."""
+    if len(measured_s) == 0 or host_s.shape != (len(measured_s), len(SLOWDOWNS), len(CALL_SCALES)):
+        raise ValueError("need a grid of replayed host times (slowdown x call scale) per measured configuration")
+    err = np.median(np.abs(np.log(host_s / np.asarray(measured_s, np.float64)[:, None, None])), axis=0)
+    i, j = np.unravel_index(int(np.argmin(err)), err.shape)
+    return float(SLOWDOWNS[i]), float(CALL_SCALES[j])

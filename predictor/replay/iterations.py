@@ -1,0 +1,167 @@
+"""Training steps found in a trace from its repeating structure, with no help from the script.
+
+A training loop issues the same device operations in the same order every
+step once it has warmed up; the first step is usually different (cuDNN's
+benchmark trials, the optimizer creating its state, DDP rebuilding its
+buckets) and the end of the run may add work of its own (a final sync,
+saving a checkpoint).  The steady steps are therefore the longest stretch of
+the operation sequence that equals itself shifted by one period ``p``:
+``x[i] == x[i + p]`` for every ``i`` of the stretch, among the stretches that
+reach the end of the trace (steps come last; repeats within the set-up, such
+as parameter fills, or within a step, such as layers, do not).  The period is
+the one whose stretch covers most (a multiple of the true period covers
+less, and a micro-batch inside a step with gradient accumulation breaks at
+the optimizer); candidate periods are the gaps between repeats of the same
+operation, so no quadratic search is needed.
+
+Keys are kind and name (kernel, BLAS API, cuDNN operation), not sizes: an
+operation whose integer arguments change from step to step (a counter, a
+data-dependent size) still marks the same place in the loop.  Steps are cut
+after the first host synchronisation of the steady stretch (or where it
+starts), then every ``p`` operations; a step is only reported when the
+operations of a whole period follow it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from maya.predictor.trace.format import Kind
+from maya.predictor.trace.ops import device_ops, thread_names
+from maya.predictor.trace.reader import Trace
+
+MIN_STEPS = 2  # steady steps needed before a period is believed
+# Calls that make the host wait for the device: where a step usually ends.
+_HOST_WAITS = (int(Kind.STREAM_SYNC), int(Kind.DEVICE_SYNC), int(Kind.EVENT_SYNC))
+CANDIDATES = 24  # most frequent repeat gaps tried as periods
+RARE = 8  # keys seen at most this often contribute all their repeat gaps
+EPILOGUE = 256  # operations after the last step (a final sync, a checkpoint) that still count as "at the end"
+
+
+class NoIterations(ValueError):
+    """The sequence does not repeat: no training loop to measure."""
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Steady steps of an operation sequence.
+
+    ``period``: operations per step; ``starts``: index of each steady step's
+    first operation (``starts[i + 1] - starts[i] == period``); ``warmup``:
+    operations before the first steady step; ``tail``: operations after the
+    last whole steady step.
+    """
+
+    period: int
+    starts: tuple[int, ...]
+    warmup: int
+    tail: int
+
+    @property
+    def count(self) -> int:
+        return len(self.starts)
+
+
+def _codes(keys: Sequence[Hashable]) -> npt.NDArray[np.int64]:
+    index: dict[Hashable, int] = {}
+    return np.fromiter((index.setdefault(k, len(index)) for k in keys), np.int64, len(keys))
+
+
+def _candidate_periods(x: npt.NDArray[np.int64]) -> list[int]:
+    """Distances between consecutive occurrences of the same key: the most frequent ones, and
+    every one of the keys that occur only a few times (once a step: with three steps, the
+    step's own length is a rare gap among the many short ones of repeated layers)."""
+    order = np.argsort(x, kind="stable")
+    same = x[order][1:] == x[order][:-1]
+    gaps = (order[1:] - order[:-1])[same]
+    if len(gaps) == 0:
+        return []
+    values, counts = np.unique(gaps, return_counts=True)
+    chosen = set(values[np.argsort(-counts, kind="stable")][:CANDIDATES].tolist())
+    occurrences = np.bincount(x)
+    rare = occurrences[x[order][1:]][same] <= RARE
+    chosen |= set(np.unique(gaps[rare]).tolist())
+    return sorted(int(v) for v in chosen if 0 < v <= len(x) // MIN_STEPS)
+
+
+def _runs(eq: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(starts, lengths) of the runs of True."""
+    padded = np.concatenate(([False], eq, [False]))
+    edges = np.flatnonzero(padded[1:] != padded[:-1])
+    return edges[::2], edges[1::2] - edges[::2]
+
+
+def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | None = None) -> Steps:
+    """The steady steps of ``keys`` (one hashable per operation, in issue order).
+
+    Any phase of a periodic stretch is a valid cut; with ``boundary`` (keys
+    after which a step may begin: the host's synchronisation at the end of a
+    step), the first such cut in the stretch is taken, else its start."""
+    x = _codes(keys)
+    n = len(x)
+    # (reaches the end, covered operations, -period, stretch start): stretches that run to the end
+    # of the trace (but for an epilogue) first, since a loop's steps come last and repeats
+    # within set-up (filling parameters) or within a step (layers) do not.
+    best: tuple[bool, int, int, int] | None = None
+    for p in _candidate_periods(x):
+        run_starts, run_lengths = _runs(x[:-p] == x[p:])
+        for start, length in zip(run_starts.tolist(), run_lengths.tolist(), strict=True):
+            if length < (MIN_STEPS - 1) * p:
+                continue
+            end = start + length + p
+            key = (n - end <= max(p, EPILOGUE), length + p, -p, start)
+            if best is None or key > best:
+                best = key
+    if best is None:
+        raise NoIterations(f"no repeating sequence of operations among {n}: "
+                           f"the trace needs at least {MIN_STEPS} identical training steps")
+    _, covered, neg_p, start = best
+    p = -neg_p
+    end = start + covered  # the stretch [start, end) equals itself shifted by p
+    if boundary is not None:
+        cut = next((i for i in range(max(start, 1), start + p + 1) if boundary(keys[i - 1])), start)
+        if end - cut >= MIN_STEPS * p:
+            start = cut
+    starts = tuple(range(start, end - p + 1, p))
+    return Steps(period=p, starts=starts, warmup=start, tail=len(x) - (starts[-1] + p))
+
+
+def trace_steps(trace: Trace, thread: str | None = None) -> tuple[Steps, list[int]]:
+    """Steady steps of one rank's trace: (steps, record index of each operation of the thread).
+
+    The sequence is the device operations and host waits (stream, event and
+    device synchronisations) issued by one host thread (the interleaving of
+    threads differs between steps): ``thread`` by name, or the busiest of the
+    threads that wait for the device (the training loop's; autograd's
+    backward threads never do).  Steps begin after a host wait where the
+    loop has one."""
+    names = thread_names(trace)
+    threads = trace.records["thread"]
+    per_thread: dict[int, list[tuple[int, tuple[int, str]]]] = {}
+    for i, op in device_ops(trace):
+        per_thread.setdefault(int(threads[i]), []).append((i, (op.kind, op.name)))
+    kinds = trace.records["kind"]
+    for i in np.flatnonzero(np.isin(kinds, _HOST_WAITS)).tolist():
+        if int(threads[i]) in per_thread:
+            per_thread[int(threads[i])].append((i, (int(kinds[i]), "")))
+    for ops in per_thread.values():
+        ops.sort()
+    if thread is not None:
+        chosen = [t for t, n in names.items() if n == thread]
+        if not chosen or chosen[0] not in per_thread:
+            raise NoIterations(f"no device operations from a thread named {thread!r} "
+                               f"(threads: {', '.join(sorted(set(names.values()))) or 'none'})")
+        tid = chosen[0]
+    elif per_thread:
+        # The loop's own thread waits for the device (backward threads do not); then the busiest.
+        tid = max(per_thread, key=lambda t: (any(k[0] in _HOST_WAITS for _, k in per_thread[t]), len(per_thread[t])))
+    else:
+        raise NoIterations("the trace holds no device operations")
+    records = [i for i, _ in per_thread[tid]]
+    keys = [k for _, k in per_thread[tid]]
+    waits = {k for k in keys if k[0] in _HOST_WAITS}
+    return find_steps(keys, boundary=waits.__contains__), records
