@@ -13,10 +13,11 @@ from __future__ import annotations
 import datetime
 import logging
 import time
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 import kopf
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from prometheus_client import start_http_server
 
 from maya.operator import kube, metrics
@@ -32,7 +33,7 @@ TERMINAL = ("Recommended", "Failed")
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any) -> None:
+def configure(settings: kopf.OperatorSettings, logger: Any, **_: Any) -> None:
     settings.posting.level = logging.INFO
     if SETTINGS.webhook_cert_dir:
         settings.admission.server = kopf.WebhookServer(
@@ -54,8 +55,8 @@ def _parse(body: kopf.Body) -> Any:
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.poll_seconds, sharp=True)
-def plan_timer(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
-               logger: logging.Logger, **_: Any) -> None:
+def plan_timer(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, logger: Any,
+               **_: Any) -> None:
     generation = int(meta.get("generation") or 1)
     if status.get("observedGeneration") == generation and status.get("phase") in TERMINAL:
         _set_phase(meta, status["phase"])
@@ -74,14 +75,14 @@ def plan_timer(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kop
     pods = kube.items(core.list_namespaced_pod(meta["namespace"], label_selector=selector))
     step = reconcile(plan, owner, jobs, pods, SETTINGS)
     for name in step.delete:
-        kube.ignore_missing(lambda n=name: batch.delete_namespaced_job(
-            n, meta["namespace"], propagation_policy="Background"))
+        kube.ignore_missing(partial(batch.delete_namespaced_job, name, meta["namespace"],
+                                    propagation_policy="Background"))
         kopf.info(body, reason="EmulationAbandoned", message=f"deleted {name}: the current spec no longer needs it")
     if step.create:
         _ensure_network_policy(meta["namespace"], logger)
     for job in step.create:
         try:
-            batch.create_namespaced_job(meta["namespace"], job)
+            batch.create_namespaced_job(meta["namespace"], cast(Any, job))
         except ApiException as e:
             if e.status != 409:  # 409: it exists already (adopted on the next tick)
                 raise kopf.TemporaryError(f"cannot create {job['metadata']['name']}: {e.reason}", delay=10) from e
@@ -141,9 +142,9 @@ def _finish_metrics(meta: kopf.Meta, status: dict[str, Any], body: kopf.Body) ->
         metrics.HOURLY_COST.labels(ns, name, rec["gpu"]).set(rec["costPerStepUSD"] / rec["stepTimeSeconds"] * 3600)
 
 
-def _ensure_network_policy(namespace: str, logger: logging.Logger) -> None:
+def _ensure_network_policy(namespace: str, logger: Any) -> None:
     try:
-        kube.networking().create_namespaced_network_policy(namespace, deny_egress_policy(namespace))
+        kube.networking().create_namespaced_network_policy(namespace, cast(Any, deny_egress_policy(namespace)))
     except ApiException as e:
         if e.status not in (409, 403):
             raise

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 _CLIENT: client.ApiClient | None = None
 

@@ -119,7 +119,8 @@ def _where(path: Any) -> str:
 def _message(err: jsonschema.ValidationError) -> str:
     where = _where(err.absolute_path)
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = sorted(err.schema.get("properties", {}))
+        schema = err.schema if isinstance(err.schema, Mapping) else {}
+        allowed = sorted(schema.get("properties", {}))
         extra = sorted(set(err.instance) - set(allowed))
         if allowed:
             names = ", ".join(f"{where}.{x}" for x in extra)
@@ -194,9 +195,9 @@ def parse(doc: Any, *, source: str = "the plan", default_prices: Mapping[str, fl
     if "deadline" in spec:
         d = spec["deadline"]
         deadline = Deadline(int(d["steps"]), parse_duration(d["duration"]), d["duration"])
-    s = spec.get("search") or {}
-    search = Search(int(s.get("exhaustiveUpTo", 64)), s.get("sampler", "tpe"), int(s.get("maxEmulations", 24)),
-                    int(s.get("seed", 0)))
+    knobs_of_search = spec.get("search") or {}
+    search = Search(int(knobs_of_search.get("exhaustiveUpTo", 64)), knobs_of_search.get("sampler", "tpe"),
+                    int(knobs_of_search.get("maxEmulations", 24)), int(knobs_of_search.get("seed", 0)))
     return Plan(
         name=doc["metadata"]["name"], namespace=doc["metadata"].get("namespace"),
         command=tuple(spec["command"]), global_batch=int(batch["global"]),

@@ -46,10 +46,10 @@ def condition(type_: str, status: bool | None, reason: str, message: str, genera
     return out
 
 
-def _rank(row: Row, choice: Choice) -> tuple[int, float]:
+def _rank(row: Row, choice: Choice) -> tuple[float, float]:
     order = {"ok": 0, "oom": 1, "failed": 2, "pruned": 3}
     if row is choice.recommendation:
-        return (-1, 0.0)
+        return (-1.0, 0.0)
     return (order.get(row.outcome.status, 4) + (0 if row.eligible else 0.5), row.cost_per_step or float("inf"))
 
 
