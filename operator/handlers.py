@@ -20,7 +20,7 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import start_http_server
 
-from maya.operator import kube, metrics
+from maya.operator import kube, metrics, webhooks
 from maya.operator.jobs import deny_egress_policy
 from maya.operator.reconcile import reconcile
 from maya.operator.settings import Settings
@@ -31,14 +31,17 @@ SETTINGS = Settings.from_env()
 GROUP, VERSION, PLURAL = "maya.dev", "v1alpha1", "trainingplans"
 TERMINAL = ("Recommended", "Failed")
 
+# The admission webhooks and the plan index they read live in the same operator process, when it has a
+# certificate to serve them with (the chart's webhook.enabled).
+if SETTINGS.webhook_cert_dir:
+    webhooks.register(kopf.get_default_registry(), SETTINGS)
+
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, logger: Any, **_: Any) -> None:
     settings.posting.level = logging.INFO
     if SETTINGS.webhook_cert_dir:
-        settings.admission.server = kopf.WebhookServer(
-            port=SETTINGS.webhook_port, certfile=f"{SETTINGS.webhook_cert_dir}/tls.crt",
-            pkeyfile=f"{SETTINGS.webhook_cert_dir}/tls.key")
+        settings.admission.server = webhooks.webhook_server(SETTINGS)
     if SETTINGS.metrics_port:
         start_http_server(SETTINGS.metrics_port, registry=metrics.REGISTRY)
         logger.info(f"metrics on :{SETTINGS.metrics_port}/metrics")
