@@ -82,17 +82,28 @@ class Search:
         if self._sampler is not None:
             return self._sampler.next(limit)
         out: list[Request] = []
+        busy = self._in_flight()
         for (program, arch), members in sorted(self._groups.items(), key=lambda kv: _order(kv[1][0])):
             if len(out) >= limit:
                 break
             if all(c in self.pruned for c in members):
                 continue
-            for req in self._wanted(program, arch):
-                if (req.program, req.gpu) not in self.requested:
-                    out.append(req)
+            chain = _chain(members[0])
+            if chain in busy:
+                # A smaller micro-batch of this chain is still running: its out-of-memory would prune this one.
+                continue
+            wanted = [r for r in self._wanted(program, arch) if (r.program, r.gpu) not in self.requested]
+            out += wanted
+            if wanted:
+                busy.add(chain)
         for req in out:
             self.requested.add((req.program, req.gpu))
         return out
+
+    def _in_flight(self) -> set[tuple[Any, ...]]:
+        """The chains (knobs and shape: all but the micro-batch) with an emulation requested and not done."""
+        running = {program for program, gpu in self.requested - set(self.done)}
+        return {_chain(c) for c in self.candidates if self.program[c] in running}
 
     def _wanted(self, program: Program, arch: str) -> list[Request]:
         """The group's first emulation, or the re-emulations its memory verdicts ask for."""
@@ -184,6 +195,11 @@ class Search:
         return len(self.requested)
 
 
+def _chain(c: Candidate) -> tuple[Any, ...]:
+    """Candidates that differ only by micro-batch (and so by accumulation and memory)."""
+    return (c.knobs, c.shape.gpus_per_node, c.shape.nodes)
+
+
 def _order(c: Candidate) -> tuple[Any, ...]:
     return (c.micro_batch, c.shape.gpus, repr(c.knobs))
 
@@ -218,7 +234,7 @@ class _Sampler:
         if plan.search.sampler == "cmaes":
             sampler = optuna.samplers.CmaEsSampler(seed=plan.search.seed, warn_independent_sampling=False)
         else:
-            sampler = optuna.samplers.TPESampler(seed=plan.search.seed, constraints_func=_constraints)
+            sampler = optuna.samplers.TPESampler(seed=plan.search.seed)
         self.study = optuna.create_study(direction="minimize", sampler=sampler)
         self.waiting: dict[tuple[Program, str], list[tuple[Any, Candidate]]] = {}
         self.seen: set[Candidate] = set()
@@ -240,7 +256,7 @@ class _Sampler:
             c = self.by_choice.get((picks[0], picks[1], tuple(zip((n for n, _ in self.space[2:]), picks[2:],
                                                                    strict=True))))
             if c is None or c in self.search.pruned:
-                trial.set_user_attr("constraints", [1.0])
+                trial.set_constraint("feasible", 1.0)
                 self.study.tell(trial, float("inf"))
                 continue
             self.seen.add(c)
@@ -263,12 +279,8 @@ class _Sampler:
     def _tell(self, trial: Any, c: Candidate) -> None:
         o = self.search.outcome(c)
         value = self.value(c, o)
-        trial.set_user_attr("constraints", [0.0 if value is not None else 1.0])
+        trial.set_constraint("feasible", 0.0 if value is not None else 1.0)
         self.study.tell(trial, value if value is not None else float("inf"))
-
-
-def _constraints(trial: Any) -> list[float]:
-    return list(trial.user_attrs.get("constraints", [1.0]))
 
 
 def _default_value(plan: Plan) -> Callable[[Candidate, Outcome], float | None]:

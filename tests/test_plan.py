@@ -1,0 +1,281 @@
+"""maya plan without emulation: the schema (good and bad files), candidates and their commands, the search's
+emulation requests and pruning, memory verdicts, the choice under each objective and deadline, ties, the status
+JSON, and the CRD generated from the same schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from maya.plan.candidates import enumerate_candidates, launch_command, program_of, with_argument
+from maya.plan.choose import choose
+from maya.plan.evaluate import memory_verdict, usable_bytes
+from maya.plan.schema import CANDIDATE_SCHEMA
+from maya.plan.search import Search, skipped_outcomes
+from maya.plan.spec import PlanError, load, parse, parse_duration
+from maya.plan.status import status
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 2**30
+H100, H200 = "H100-SXM-80GB", "H200-SXM-141GB"
+
+
+def doc(**spec: Any) -> dict[str, Any]:
+    d = yaml.safe_load((ROOT / "examples" / "plan.yaml").read_text())
+    d["spec"].update(spec)
+    return d
+
+
+def test_the_example_plans_parse():
+    plan = load(ROOT / "examples" / "plan.yaml")
+    assert plan.name == "llm-demo" and plan.global_batch == 64 and plan.micro_batches == (16, 32, 64)
+    assert [s.gpus for s in plan.shapes] == [1, 1, 2]
+    assert plan.prices == {H100: 3.0, H200: 4.0}
+    assert plan.deadline is not None and plan.deadline.seconds == 7200
+    assert load(ROOT / "examples" / "plan-1b.yaml").knobs[0].flag == "--ckpt"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"objective": "fastest"}, "spec.objective: 'fastest' is not one of ['cost', 'time']"),
+    ({"batch": {"global": 64, "microBatches": [16]}}, "spec.batch.microBatchArg: missing"),
+    ({"batchSize": 3}, "spec.batchSize: unknown field"),
+    ({"resources": [{"gpu": "H900"}]}, "spec.resources: unknown GPU 'H900'; valid names: H100-SXM-80GB"),
+    ({"resources": [{"gpu": H100, "gpusPerNode": 0}]}, "spec.resources[0].gpusPerNode: 0 is less than the minimum"),
+    ({"batch": {"global": 30, "microBatchArg": "--batch", "microBatches": [16, 32]}},
+     "spec.batch.global: 30 is divisible by none of spec.batch.microBatches [16, 32]"),
+    ({"deadline": {"steps": 10, "duration": "soon"}}, "spec.deadline.duration: 'soon' is not a duration"),
+    ({"knobs": [{"name": "x", "flag": "--x", "arg": "--y", "values": [1]}]}, "spec.knobs[0]: give either 'flag'"),
+    ({"prices": {"Z100": 1.0}}, "spec.prices.Z100: unknown GPU"),
+    ({"knobs": [{"name": "microBatch", "flag": "--m"}]}, "spec.knobs[0].name: 'microBatch' is reserved"),
+])
+def test_a_malformed_plan_names_the_field(change, message):
+    with pytest.raises(PlanError) as e:
+        parse(doc(**change))
+    assert message in str(e.value)
+
+
+def test_a_missing_spec_and_bad_yaml_are_named(tmp_path):
+    bad = {"apiVersion": "maya.dev/v1alpha1", "kind": "TrainingPlan", "metadata": {"name": "x"}}
+    with pytest.raises(PlanError, match="spec: missing"):
+        parse(bad)
+    f = tmp_path / "p.yaml"
+    f.write_text("spec: [unclosed\n")
+    with pytest.raises(PlanError, match="not valid YAML at line"):
+        load(f)
+    with pytest.raises(PlanError, match="cannot read"):
+        load(tmp_path / "none.yaml")
+
+
+def test_a_grid_of_resources_and_durations():
+    plan = parse(doc(resources={"gpus": [H100, "h200-sxm-141gb"], "gpusPerNode": [1, 2], "nodes": [1]}))
+    assert [(s.gpu, s.gpus_per_node) for s in plan.shapes] == [(H100, 1), (H100, 2), (H200, 1), (H200, 2)]
+    assert parse_duration("1h30m") == 5400 and parse_duration("1d") == 86400 and parse_duration("90s") == 90
+
+
+def test_candidates_skip_what_does_not_divide_and_what_is_excluded():
+    plan = parse(doc(exclude=[{"gpu": H100, "activationCheckpointing": True}]))
+    kept, skipped = enumerate_candidates(plan)
+    reasons = [s.reason for s in skipped]
+    assert sum("does not divide the global batch 64" in r for r in reasons) == 2  # 64 x 2 ranks, ckpt off and on
+    assert sum(r.startswith("excluded by spec.exclude") for r in reasons) == 3  # H100 x ckpt on x 3 micro-batches
+    assert len(kept) + len(skipped) == 3 * 3 * 2
+    c = next(c for c in kept if c.shape.gpus == 2 and c.micro_batch == 16)
+    assert c.accumulation == 2
+
+
+def test_the_command_of_a_candidate():
+    plan = parse(doc())
+    kept, _ = enumerate_candidates(plan)
+    c = next(c for c in kept if c.shape.gpus == 2 and c.micro_batch == 16 and dict(c.knobs)["activationCheckpointing"])
+    p = program_of(plan, c)
+    assert p.argv[-5:] == ("--batch", "16", "--accum", "2", "--ckpt")
+    assert p.emulation_command()[:5] == ["python", "-m", "torch.distributed.run", "--nproc-per-node=2", "--nnodes=1"]
+    assert p.job_command()[3:5] == ["--nproc-per-node=2", "--nnodes=1"]
+    assert with_argument(["t.py", "--batch=8", "--x"], "--batch", "4") == ["t.py", "--x", "--batch", "4"]
+    with pytest.raises(PlanError, match="not a Python interpreter"):
+        launch_command(["bash", "run.sh"], 2, 1)
+    assert launch_command(["/usr/bin/python3.11", "t.py"], 4, 2)[:3] == ["/usr/bin/python3.11", "-m",
+                                                                          "torch.distributed.run"]
+
+
+def ok(peak_gib: float, allocated_gib: float | None = None) -> dict[str, Any]:
+    return {"status": "ok", "exitCode": 0, "peakReservedBytes": int(peak_gib * GIB),
+            "peakAllocatedBytes": int((allocated_gib or peak_gib) * GIB)}
+
+
+def oom(allocated_gib: float) -> dict[str, Any]:
+    return {"status": "oom", "exitCode": 1, "peakReservedBytes": int(allocated_gib * GIB),
+            "peakAllocatedBytes": int(allocated_gib * GIB), "shortByBytes": GIB, "requestBytes": GIB}
+
+
+def pred(step: float, peak_gib: float = 10.0) -> dict[str, Any]:
+    return {"stepTimeSeconds": step, "stepTimeSecondsLow": step * 0.97, "stepTimeSecondsHigh": step * 1.03,
+            "peakMemoryBytes": int(peak_gib * GIB)}
+
+
+def test_memory_verdicts_of_a_larger_gpus_emulation():
+    assert memory_verdict(ok(40), H100) == "fits"
+    assert memory_verdict(ok(76, 70), H100) == "near"  # above 90% of 79 GiB: only an emulation on it can tell
+    assert memory_verdict(ok(100, 90), H100) == "oom"
+    assert memory_verdict(oom(120), H200) == "oom"
+
+
+def drive(search: Search, results: dict[tuple[int, int, bool], dict[str, Any]], steps: dict[int, float]) -> int:
+    """Answer every request from a table (micro-batch, ranks, ckpt) -> result; returns emulations run."""
+    n = 0
+    while not search.finished():
+        for req in search.next(4):
+            c = next(c for c in search.candidates if search.program[c] == req.program)
+            r = results[(c.micro_batch, c.shape.gpus, bool(dict(c.knobs).get("activationCheckpointing")))]
+            if req.gpu == H100 and r["status"] == "ok" and memory_verdict(r, H100) == "near":
+                r = oom(82)  # emulated on the H100 itself: it does not fit
+            preds = {g: pred(steps[c.micro_batch] / c.shape.gpus * (0.9 if g == H200 else 1.0))
+                     for g in req.predict_for} if r["status"] == "ok" else {}
+            search.record(req, r, preds, key=f"k{n}")
+            n += 1
+    return n
+
+
+RESULTS = {(16, 1, False): ok(30), (16, 1, True): ok(20), (32, 1, False): ok(76, 72), (32, 1, True): ok(35),
+           (64, 1, False): oom(140), (64, 1, True): ok(60), (16, 2, False): ok(30), (16, 2, True): ok(20),
+           (32, 2, False): ok(50), (32, 2, True): ok(35)}
+STEPS = {16: 0.30, 32: 0.28, 64: 0.27}
+
+
+def test_one_emulation_per_program_serves_both_gpus_and_oom_prunes_larger_micro_batches():
+    plan = parse(doc())
+    search = Search(plan)
+    runs = drive(search, RESULTS, STEPS)
+    outcomes = dict(search.outcomes())
+    by = {(c.gpu, c.shape.gpus, c.micro_batch, dict(c.knobs)["activationCheckpointing"]): o
+          for c, o in outcomes.items()}
+    # 6 one-rank programs + 4 two-rank ones, each emulated once on the H200, plus one re-emulation of a
+    # program whose peak came near the H100's capacity.
+    assert runs == 11 and search.emulations == {"ran": 11, "failed": 0, "reused": 0}
+    assert by[(H100, 1, 32, False)].status == "oom"  # emulated on the H100 itself
+    assert by[(H200, 1, 32, False)].status == "ok"
+    assert by[(H200, 1, 64, False)].status == "oom" and by[(H100, 1, 64, False)].status == "oom"
+    assert by[(H100, 1, 16, False)].prediction["stepTimeSeconds"] == pytest.approx(0.30)
+    assert by[(H200, 1, 16, False)].prediction["stepTimeSeconds"] == pytest.approx(0.27)
+
+
+def test_an_oom_micro_batch_prunes_the_larger_ones_before_they_run():
+    d = doc(batch={"global": 64, "microBatchArg": "--batch", "microBatches": [16, 32, 64], "accumulationArg": "--a"},
+            resources=[{"gpu": H100}], knobs=[])
+    plan = parse(d)
+    search = Search(plan)
+    results = {(16, 1, False): ok(30), (32, 1, False): oom(90), (64, 1, False): ok(1)}
+    drive(search, results, STEPS)
+    o = {c.micro_batch: out for c, out in search.outcomes()}
+    assert o[32].status == "oom"
+    assert o[64].status == "pruned" and "micro-batch 32 already ran out of memory" in o[64].reason
+    assert search.emulations["ran"] == 2
+
+
+def _status(plan_doc: dict[str, Any]) -> dict[str, Any]:
+    plan = parse(plan_doc)
+    search = Search(plan)
+    drive(search, RESULTS, STEPS)
+    choice = choose(plan, search.outcomes() + skipped_outcomes(search.skipped))
+    return status(choice, searched=len(search.candidates) + len(search.skipped), emulations=search.emulations,
+                  search=search.method, limit=None)
+
+
+def test_the_choice_under_each_objective_and_deadline():
+    no_deadline = doc()
+    del no_deadline["spec"]["deadline"]
+    cost = _status(no_deadline)
+    rec = cost["recommendation"]
+    # Cost per step: H100 at 3 USD/h and 0.27-0.30 s beats H200 at 4 USD/h and 0.9x the time.
+    assert (rec["gpu"], rec["gpus"]) == (H100, 1) and cost["phase"] == "Recommended"
+    fastest = _status(doc(objective="time"))
+    assert fastest["recommendation"]["gpus"] == 2 and fastest["recommendation"]["gpu"] == H200
+    # 20000 steps in 1h only the two-GPU shapes make (0.27 s x 0.9 / 2 per step).
+    tight = _status(doc(deadline={"steps": 20000, "duration": "1h"}))
+    assert tight["recommendation"]["gpus"] == 2
+    assert all(c["meetsDeadline"] is False for c in tight["candidates"] if c["status"] == "ok" and c["gpus"] == 1)
+    impossible = _status(doc(deadline={"steps": 20000, "duration": "10m"}))
+    assert impossible["phase"] == "Failed" and impossible["recommendation"] is None
+    message = impossible["conditions"][0]["message"]
+    assert impossible["conditions"][0]["reason"] == "DeadlineUnreachable"
+    assert message.startswith("spec.deadline: no candidate trains 20000 steps within 10m; the fastest")
+
+
+def test_ties_within_the_uncertainty_go_to_the_cheapest():
+    s = _status(doc(objective="time"))
+    rec = s["recommendation"]
+    # Micro-batches 32 and 16 x accumulation on 2 x H200 lie within 3% of each other: a tie, broken by cost.
+    assert s["ties"] and all(t["stepTimeSecondsLow"] <= rec["stepTimeSecondsHigh"] for t in s["ties"])
+    assert all(t["costPerStepUSD"] >= rec["costPerStepUSD"] for t in s["ties"])
+
+
+def test_the_status_json_has_the_operators_fields():
+    import jsonschema
+
+    s = _status(doc())
+    assert set(s) >= {"phase", "recommendation", "candidates", "conditions", "searchedCandidates", "emulations"}
+    for c in [s["recommendation"], *s["candidates"]]:
+        jsonschema.validate(c, CANDIDATE_SCHEMA)
+        assert {"gpu", "gpusPerNode", "nodes", "microBatch", "gradientAccumulation", "knobs", "fits",
+                "stepTimeSeconds", "peakMemoryBytes", "costPerStepUSD", "meetsDeadline", "status", "reason"} <= set(c)
+    assert s["searchedCandidates"] == 18
+    statuses = [c["status"] for c in s["candidates"]]
+    assert statuses.count("pruned") == 2 and "oom" in statuses
+    assert {c["type"] for c in s["conditions"]} == {"Recommended", "Degraded"}
+    rec = s["recommendation"]
+    assert rec["costPerStepUSD"] == pytest.approx(rec["stepTimeSeconds"] * 3.0 / 3600)
+
+
+def test_every_candidate_out_of_memory_says_the_smallest_shortfall():
+    results = {k: oom(200 if k[0] == 64 else 150) for k in RESULTS}
+    plan = parse(doc())
+    search = Search(plan)
+    drive(search, results, STEPS)
+    choice = choose(plan, search.outcomes() + skipped_outcomes(search.skipped))
+    assert choice.recommendation is None and choice.problem is not None
+    assert choice.problem[0] == "OutOfMemory" and "every candidate runs out of memory" in choice.problem[1]
+
+
+def test_a_failed_script_is_reported_once():
+    failed = {"status": "failed", "exitCode": 1, "peakReservedBytes": 0, "peakAllocatedBytes": 0,
+              "error": "Traceback ...\nValueError: bad --batch"}
+    plan = parse(doc())
+    search = Search(plan)
+    req = search.next(1)[0]
+    search.record(req, failed, {})
+    search.stop("not run: the script failed under emulation (see the failed candidate)")
+    assert search.finished()
+    choice = choose(plan, search.outcomes() + skipped_outcomes(search.skipped))
+    assert choice.problem is not None and choice.problem[0] == "EmulationFailed"
+    assert choice.problem[1].count("ValueError: bad --batch") == 1
+
+
+def test_a_large_space_is_sampled_under_an_emulation_budget():
+    d = doc(search={"exhaustiveUpTo": 4, "maxEmulations": 5, "sampler": "tpe", "seed": 1})
+    plan = parse(d)
+    search = Search(plan)
+    assert search.sampled and "optuna TPE" in search.method
+    runs = drive(search, RESULTS, STEPS)
+    assert runs <= 5
+    outcomes = [o for _, o in search.outcomes()]
+    assert any(o.status == "ok" for o in outcomes)
+    assert any(o.reason.startswith("not sampled") for o in outcomes)
+
+
+def test_the_crd_matches_the_schema_and_its_copies():
+    from maya.operator.crd import render
+
+    text = render()
+    assert (ROOT / "crds" / "trainingplans.maya.dev.yaml").read_text() == text, \
+        "crds/ drifted from maya/plan/schema.py: run python -m maya.operator.crd > crds/trainingplans.maya.dev.yaml"
+    crd = yaml.safe_load(text)
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["required"] == ["command", "batch", "resources"]
+    assert spec["properties"]["objective"]["enum"] == ["cost", "time"]
+    assert spec["properties"]["batch"]["properties"]["global"]["minimum"] == 1
+    assert crd["spec"]["names"]["shortNames"] == ["tp"]
+    assert [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]][:3] == ["Phase", "GPU", "GPUs"]
+    assert "status" in crd["spec"]["versions"][0]["subresources"]
