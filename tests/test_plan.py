@@ -12,7 +12,7 @@ import yaml
 
 from maya.plan.candidates import enumerate_candidates, launch_command, program_of, with_argument
 from maya.plan.choose import choose
-from maya.plan.evaluate import memory_verdict, usable_bytes
+from maya.plan.evaluate import memory_verdict
 from maya.plan.schema import CANDIDATE_SCHEMA
 from maya.plan.search import Search, skipped_outcomes
 from maya.plan.spec import PlanError, load, parse, parse_duration
