@@ -198,6 +198,8 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     ms = 1e3
     print(f"{p.gpu}: step {p.step_time_s * ms:.2f} ms (median of {len(p.steps_s)} steady steps: "
           + ", ".join(f"{s * ms:.2f}" for s in p.steps_s) + ")")
+    low, high = p.interval_s
+    print(f"  90% interval {low * ms:.2f} to {high * ms:.2f} ms")
     if len(p.emulations_s) > 1:
         print(f"  median of {len(p.emulations_s)} emulations: " + ", ".join(f"{s * ms:.2f}" for s in p.emulations_s)
               + " ms")

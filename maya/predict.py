@@ -20,6 +20,8 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +65,20 @@ class Prediction:
     def fits(self) -> bool:
         return all(p <= self.capacity_bytes for p in self.peak_memory_bytes)
 
+    @property
+    def interval_s(self) -> tuple[float, float]:
+        """A 90% interval of the step time: what the method misses on the calibration cases (their errors' 90th
+        percentile, ``predictor/uncertainty.json``), with what this job's steady steps and emulations disagree on."""
+        own = [*self.steps_s, *self.emulations_s]
+        spread = (max(own) - min(own)) / 2 / self.step_time_s if own and self.step_time_s > 0 else 0.0
+        half = math.hypot(_method_q90(), spread)
+        return self.step_time_s * max(0.0, 1 - half), self.step_time_s * (1 + half)
+
     def to_json(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "step_time_s": self.step_time_s, "steps_s": list(self.steps_s),
                 "breakdown": self.breakdown, "peak_memory_bytes": self.peak_memory_bytes,
                 "capacity_bytes": self.capacity_bytes, "fits": self.fits, "confidence": self.confidence,
+                "step_time_low_s": self.interval_s[0], "step_time_high_s": self.interval_s[1],
                 "emulations_step_time_s": list(self.emulations_s or (self.step_time_s,)),
                 "collective_models": self.collective_models, "approximated": self.approximated}
 
@@ -215,6 +227,12 @@ def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | No
 
 
 _LOADED: dict[str, estimate.Estimators] = {}
+
+
+@lru_cache(maxsize=1)
+def _method_q90() -> float:
+    text = resources.files("maya.predictor").joinpath("uncertainty.json").read_text()
+    return float(json.loads(text)["method_q90"])
 
 
 def _estimators(gpu: str) -> estimate.Estimators:
