@@ -377,8 +377,10 @@ for step in range(4):
 """
 
 
+@pytest.mark.emulation
+@pytest.mark.slow
 @requires_library
-def test_maya_predict_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_maya_predict_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str], fitted_cache: Path) -> None:
     """Emulate, estimate, replay, report: one JSON object with the fields the CLI promises."""
     script = tmp_path / "train.py"
     script.write_text(PREDICT_SCRIPT)
@@ -403,8 +405,11 @@ def test_maya_predict_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "no rank<R>.mayatrace" in capsys.readouterr().err
 
 
+@pytest.mark.emulation
+@pytest.mark.slow
 @requires_library
-def test_maya_predict_repeat_keeps_the_median_emulation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_maya_predict_repeat_keeps_the_median_emulation(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        fitted_cache: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(PREDICT_SCRIPT)
     out = tmp_path / "out"
