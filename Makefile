@@ -1,6 +1,7 @@
 # Top-level entry points.  A new user needs exactly two commands:
 #   make demo   set everything up and predict an example training script's step on an H100
 #   make test   set everything up and run every check (what CI runs)
+# make test-quick runs the unit tests alone, in seconds (CONTRIBUTING.md).
 # Set-up steps leave stamp files in .venv, so repeating them is cheap.
 
 PYTHON ?= python3.11
@@ -9,7 +10,7 @@ VPY := $(CURDIR)/$(VENV)/bin/python
 LIB := emulation-image/build/libmaya.so
 DEMO_ARGS ?= --steps 4
 
-.PHONY: all setup venv lib demo test lint typecheck ctest pytest clean
+.PHONY: all setup venv lib demo test test-quick lint typecheck ctest pytest clean
 
 all: setup
 
@@ -51,7 +52,11 @@ ctest: lib
 	$(MAKE) -C emulation-image test PYTHON=$(VPY)
 
 pytest: lib
-	$(VENV)/bin/pytest -q
+	$(VPY) -m pytest -q
+
+# Neither emulations nor slow tests (pyproject.toml's markers): the development loop.
+test-quick: $(VENV)/.installed
+	$(VPY) -m pytest -q -m "not emulation and not slow"
 
 clean:
 	$(MAKE) -C emulation-image clean PYTHON=$(VPY) || true
