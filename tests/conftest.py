@@ -3,7 +3,7 @@
 ``MAYA_CACHE_DIR`` (where the estimators' fits go) is a folder of the test's own under pytest's
 temporary folder, and one for the session while fixtures of a wider scope run; the commands a test
 runs inherit it.  Tests that predict share one fit of the committed H100 tables
-(``fitted_cache``), made once a session: it takes a minute or more.  ``MAYA_HOST_PROBE_NS`` is the
+(``fitted_cache``), made once a session: it takes half a minute or more.  ``MAYA_HOST_PROBE_NS`` is the
 calibrating CPU's probe reading, so that an emulation skips the probe (seconds each) and a
 prediction does not depend on the machine's load; a test of the probe itself unsets it.
 """
