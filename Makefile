@@ -1,6 +1,7 @@
 # Top-level entry points.  A new user needs exactly two commands:
 #   make demo   set everything up and predict an example training script's step on an H100
 #   make test   set everything up and run every check (what CI runs)
+# make test-quick runs the unit tests alone, in seconds (CONTRIBUTING.md).
 # Set-up steps leave stamp files in .venv, so repeating them is cheap.
 
 PYTHON ?= python3.11
@@ -9,7 +10,7 @@ VPY := $(CURDIR)/$(VENV)/bin/python
 LIB := emulation-image/build/libmaya.so
 DEMO_ARGS ?= --steps 4
 
-.PHONY: all setup venv lib demo test lint hadolint typecheck importlint ctest pytest apiserver clean
+.PHONY: all setup venv lib demo test test-quick lint hadolint typecheck importlint ctest pytest apiserver clean
 
 all: setup
 
@@ -64,8 +65,12 @@ importlint: $(VENV)/.installed
 ctest: lib
 	$(MAKE) -C emulation-image test PYTHON=$(VPY)
 
-pytest: lib
-	$(VENV)/bin/pytest -q
+pytest: lib apiserver
+	$(VPY) -m pytest -q
+
+# Neither emulations nor slow tests (pyproject.toml's markers), nor the real-API-server tier: the development loop.
+test-quick: $(VENV)/.installed
+	$(VPY) -m pytest -q -m "not emulation and not slow" --ignore=tests/cluster
 
 # kube-apiserver for the real-API-server tier (tests/cluster), built from Go
 # modules once per machine and cached under ~/.cache/maya-test; needs Go >= 1.26

@@ -5,6 +5,12 @@ the interposer preloaded and configured through the environment; its own
 output passes through.  When it ends, the run's shared-memory objects are
 removed, ``DIR/summary.json`` is written and a short summary is printed on
 stderr.  The exit code is the command's.
+
+Before the command, :mod:`maya.cpu_probe` times the emulating CPU (a few
+seconds).  ``MAYA_HOST_PROBE_NS`` gives that reading instead: one probe for
+many emulations on one machine, or the calibrating CPU's
+(:func:`maya.cpu_probe.reference_ns`) for replays that do not depend on the
+machine's load, as the tests do.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import json
+import math
 import os
 import secrets
 import signal
@@ -123,6 +130,21 @@ def _run(command: Sequence[str], env: dict[str, str]) -> int:
     return 128 - code if code < 0 else code
 
 
+def given_probe_ns() -> float | None:
+    """``$MAYA_HOST_PROBE_NS``, the emulating CPU's probe reading given instead of measured; None: unset."""
+    text = os.environ.get("MAYA_HOST_PROBE_NS", "").strip()
+    if not text:
+        return None
+    try:
+        ns = float(text)
+    except ValueError:
+        ns = math.nan
+    if not (math.isfinite(ns) and ns > 0):
+        raise EmulateError(f"MAYA_HOST_PROBE_NS={text!r} is not a positive number of ns per probe step; "
+                           "unset it to time the probe")
+    return ns
+
+
 def emulate(opts: EmulateOptions) -> int:
     """Run the command under emulation and summarise it; returns its exit code."""
     if not opts.command:
@@ -131,6 +153,7 @@ def emulate(opts: EmulateOptions) -> int:
     for name, value in (("--gpus", opts.gpus), ("--gpus-per-node", opts.gpus_per_node)):
         if value is not None and not 1 <= value <= 16:
             raise EmulateError(f"{name} must be between 1 and 16")
+    given = given_probe_ns()
     library = find_library()
     opts.out.mkdir(parents=True, exist_ok=True)
     for pattern in _STALE:
@@ -143,10 +166,10 @@ def emulate(opts: EmulateOptions) -> int:
     cpu = cpu_probe.rank0_cpu(env["MAYA_PIN_CPU"] == "1")
     probe_env = {**env, "MAYA_RUN_ID": f"{run_id}-probe"}
     try:
-        probe_ns = cpu_probe.measure(probe_env, cpu=cpu)
+        probe_ns = given if given is not None else cpu_probe.measure(probe_env, cpu=cpu)
         code = _run(opts.command, env)
-        # A disturbed reading: once more.
-        probe_ns = cpu_probe.steadier(probe_ns, lambda: cpu_probe.measure(probe_env, cpu=cpu))
+        if given is None:  # a disturbed reading: once more
+            probe_ns = cpu_probe.steadier(probe_ns, lambda: cpu_probe.measure(probe_env, cpu=cpu))
     finally:
         cleanup_shm(run_id)
     summary = summarize(

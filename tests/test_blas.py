@@ -26,7 +26,7 @@ from emulated import requires_library, run_emulated
 
 from maya.predictor.trace import Flag, Kind, read_trace
 
-pytestmark = requires_library
+pytestmark = [pytest.mark.emulation, requires_library]  # every test here reads one emulation
 
 # Values from library_types.h / cublas_api.h / cublasLt.h.
 CUDA_R_32F, CUDA_R_16BF = 0, 14

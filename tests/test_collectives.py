@@ -19,6 +19,7 @@ from maya import catalog  # noqa: E402
 from maya.predictor.replay.network import Collective, collective_model  # noqa: E402
 
 
+@pytest.mark.emulation
 def test_campaign_runs_on_emulated_gpus(tmp_path) -> None:
     out = tmp_path / "coll"
     r = run_emulated((REPO / "benchmarks" / "campaigns" / "collective_campaign.py").read_text(), tmp_path,

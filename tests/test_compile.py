@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from emulated import requires_library, run_emulated
 
 from maya.predictor.trace import Kind, read_trace
+
+pytestmark = pytest.mark.emulation  # every test here runs an emulation
 
 SCRIPT = """
 import torch

@@ -21,9 +21,12 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 from emulated import requires_library, run_emulated
 
 from maya.predictor.trace import Kind, read_trace
+
+pytestmark = pytest.mark.emulation  # every test here runs an emulation
 
 SCRIPT = """
 import json, os, sys, time

@@ -38,9 +38,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from emulated import requires_library, run_emulated
 
 from maya.predictor.trace import Flag, Kind, read_trace
+
+pytestmark = pytest.mark.emulation  # every test here runs an emulation
 
 GROUND_TRUTH = Path(__file__).resolve().parent.parent / "benchmarks/data/gpu_fidelity/H100-SXM-80GB/cnn.json"
 CUDNN_DATA_FLOAT, CUDNN_DATA_BFLOAT16 = 0, 9

@@ -11,7 +11,8 @@ Covers:
   returns its data; mem_get_info / max_memory_allocated / memory_reserved;
   allocating more than the GPU holds raises torch.OutOfMemoryError and the
   summary says out of memory; an unsupported API is reported by name;
-  shared-memory objects of the run are removed.
+  shared-memory objects of the run are removed;
+- a probe reading given in MAYA_HOST_PROBE_NS stands for the probe's, and a bad one is refused.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from emulated import requires_library, run_emulated
+from emulated import EmulatedRun, requires_library, run_emulated
 
-from maya import catalog
+from maya import catalog, cli
 from maya.emulate import HOOK_DIR, EmulateOptions, build_env
 from maya.predictor.trace import Flag, Kind, TraceWriter
 from maya.summary import render, summarize
@@ -193,6 +194,15 @@ def test_summary_of_hand_built_traces(tmp_path: Path) -> None:
     assert "shared" not in "\n".join(render({**s, "emulating_cpus": 2}))
 
 
+@pytest.mark.parametrize("value", ["fast", "0", "-3", "nan"])
+def test_a_bad_probe_reading_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str], value: str) -> None:
+    monkeypatch.setenv("MAYA_HOST_PROBE_NS", value)
+    assert cli.main(["emulate", "--gpu", "H100-SXM-80GB", "--out", str(tmp_path / "o"), "--", "true"]) == 2
+    assert f"MAYA_HOST_PROBE_NS={value!r} is not a positive number" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_missing_library_is_reported(tmp_path: Path) -> None:
     env = dict(os.environ, MAYA_LIBRARY=str(tmp_path / "nope.so"))
     r = maya("emulate", "--gpu", "H100-SXM-80GB", "--out", str(tmp_path / "o"), "--", "true", cwd=tmp_path, env=env)
@@ -202,6 +212,7 @@ def test_missing_library_is_reported(tmp_path: Path) -> None:
 # ------------------------------------------------------- under emulation
 
 
+@pytest.mark.emulation
 @requires_library
 def test_crashing_script_shows_its_own_error(tmp_path: Path) -> None:
     r = run_emulated(
@@ -221,15 +232,26 @@ def test_crashing_script_shows_its_own_error(tmp_path: Path) -> None:
     assert r.rank0["exit_code"] == 1
 
 
-@requires_library
-def test_exit_code_passes_through(tmp_path: Path) -> None:
-    r = run_emulated("import sys, torch\ntorch.ones(1, device='cuda')\nsys.exit(7)\n", tmp_path)
-    assert r.returncode == 7, r.output
-    assert r.summary["exit_code"] == 7
+@pytest.fixture(scope="module")
+def exits_7(tmp_path_factory: pytest.TempPathFactory) -> EmulatedRun:
+    """One kernel, then exit code 7: emulated once for the tests that read it."""
+    return run_emulated("import sys, torch\ntorch.ones(1, device='cuda')\nsys.exit(7)\n",
+                        tmp_path_factory.mktemp("exits-7"))
 
 
+@pytest.mark.emulation
 @requires_library
-def test_summary_fields_and_memory_queries(tmp_path: Path) -> None:
+def test_exit_code_passes_through(exits_7: EmulatedRun) -> None:
+    assert exits_7.returncode == 7, exits_7.output
+    assert exits_7.summary["exit_code"] == 7
+    # The probe reading given (tests/conftest.py) stands for the probe's.
+    assert exits_7.summary["host_probe_ns"] == float(os.environ["MAYA_HOST_PROBE_NS"])
+
+
+@pytest.mark.emulation
+@requires_library
+def test_summary_fields_and_memory_queries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MAYA_HOST_PROBE_NS")  # the probe runs, as for a user
     r = run_emulated(
         """
         import json
@@ -285,6 +307,7 @@ def test_summary_fields_and_memory_queries(tmp_path: Path) -> None:
     assert "rank 0:" in r.stderr and "kernels" in r.stderr
 
 
+@pytest.mark.emulation
 @requires_library
 def test_out_of_memory(tmp_path: Path) -> None:
     r = run_emulated(
@@ -308,6 +331,7 @@ def test_out_of_memory(tmp_path: Path) -> None:
     assert "OUT OF MEMORY" in r.stderr
 
 
+@pytest.mark.emulation
 @requires_library
 def test_unsupported_api_is_reported_by_name(tmp_path: Path) -> None:
     r = run_emulated(
@@ -328,9 +352,9 @@ def test_unsupported_api_is_reported_by_name(tmp_path: Path) -> None:
     assert "unsupported" in r.stderr and apis[0] in r.stderr
 
 
+@pytest.mark.emulation
 @requires_library
-def test_shared_memory_is_removed(tmp_path: Path) -> None:
-    r = run_emulated("import torch\ntorch.ones(1, device='cuda')\n", tmp_path)
-    assert r.returncode == 0, r.output
-    run_id = r.summary["run_id"]
+def test_shared_memory_is_removed(exits_7: EmulatedRun) -> None:
+    assert exits_7.returncode == 7, exits_7.output
+    run_id = exits_7.summary["run_id"]
     assert not list(Path("/dev/shm").glob(f"maya-{run_id}-*"))

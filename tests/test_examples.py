@@ -6,7 +6,8 @@ the embedding-heavy recommender, and 2-rank DDP under torchrun) exits 0
 under `maya emulate`, writes a trace per rank with the work its model
 implies (kernels, library calls, collectives), reports no unsupported API,
 and prints the peak memory the script itself observed; and the same script
-emulated twice gives the same sequence of device operations.
+emulated twice gives the same sequence of device operations (the GPT run is
+shared by both checks).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import numpy as np
 import pytest
 
 from maya.predictor.trace import Kind, read_trace
+
+pytestmark = pytest.mark.emulation  # every test here runs an emulation
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "emulation-image" / "build" / "libmaya.so"
@@ -55,14 +58,26 @@ def result_line(stdout: str) -> dict:
     return json.loads(lines[-1])
 
 
+@pytest.fixture(scope="module")
+def gpt(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The GPT example emulated once for the module (its output folder beside the result): checked
+    as every example is, and against a second run."""
+    out = tmp_path_factory.mktemp("gpt") / "out"
+    return emulate("gpt", out), out
+
+
 @pytest.mark.parametrize("name", ["gpt", "cnn", "bert", "recommender", "ddp"])
-def test_example_completes(name: str, tmp_path: Path) -> None:
-    proc = emulate(name, tmp_path / "out")
+def test_example_completes(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    if name == "gpt":
+        proc, out = request.getfixturevalue("gpt")
+    else:
+        out = tmp_path / "out"
+        proc = emulate(name, out)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "not supported by the emulator" not in proc.stderr
     ranks = 2 if name == "ddp" else 1
     for rank in range(ranks):
-        trace = read_trace(tmp_path / "out" / f"rank{rank}.mayatrace")
+        trace = read_trace(out / f"rank{rank}.mayatrace")
         counts = trace.kind_counts()
         assert counts.get("KERNEL", 0) > 50
         assert counts.get("BLAS", 0) > 0
@@ -97,11 +112,11 @@ def operation_sequence(path: Path) -> list[tuple]:
     return seq
 
 
-def test_emulation_is_deterministic(tmp_path: Path) -> None:
-    first = emulate("gpt", tmp_path / "a")
+def test_emulation_is_deterministic(tmp_path: Path, gpt: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    first, first_out = gpt
     second = emulate("gpt", tmp_path / "b")
     assert first.returncode == 0 and second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
-    a = operation_sequence(tmp_path / "a" / "rank0.mayatrace")
+    a = operation_sequence(first_out / "rank0.mayatrace")
     b = operation_sequence(tmp_path / "b" / "rank0.mayatrace")
     assert len(a) > 100
     mismatch = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)

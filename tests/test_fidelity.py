@@ -187,6 +187,7 @@ def test_compare_memory() -> None:
     assert fidelity.compare_memory({"max_memory_allocated": 5}, [])["emulated"] == 5
 
 
+@pytest.mark.slow
 def test_campaign_dry_run(tmp_path: Path) -> None:
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "campaigns" / "gpu_fidelity_campaign.py"), "--out", str(out),
@@ -205,6 +206,7 @@ def test_campaign_dry_run(tmp_path: Path) -> None:
         assert entry["argv"] == campaign.example_argv(name)
 
 
+@pytest.mark.emulation
 @requires_library
 def test_example_under_emulation(tmp_path: Path) -> None:
     """One small example under emulation, then the whole comparison against

@@ -56,6 +56,7 @@ def test_no_loop_is_refused() -> None:
         find_steps(["a", "b", "c", "a", "x", "y"])  # "a" repeats, but no whole step does
 
 
+@pytest.mark.emulation
 @requires_library
 def test_emulated_training_loop(tmp_path) -> None:
     script = """

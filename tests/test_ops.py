@@ -256,6 +256,7 @@ torch.cuda.synchronize()
 """
 
 
+@pytest.mark.emulation
 @requires_library
 def test_emulated_kernels_carry_their_integer_arguments(tmp_path: Path) -> None:
     """Grid-stride kernels' sizes: the integer parameters of the demangled signature, read at launch."""

@@ -376,6 +376,9 @@ for step in range(4):
 """
 
 
+@pytest.mark.emulation
+@pytest.mark.slow
+@pytest.mark.usefixtures("fitted_cache")
 @requires_library
 def test_maya_predict_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Emulate, estimate, replay, report: one JSON object with the fields the CLI promises."""
@@ -402,6 +405,9 @@ def test_maya_predict_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "no rank<R>.mayatrace" in capsys.readouterr().err
 
 
+@pytest.mark.emulation
+@pytest.mark.slow
+@pytest.mark.usefixtures("fitted_cache")
 @requires_library
 def test_maya_predict_repeat_keeps_the_median_emulation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = tmp_path / "train.py"

@@ -70,7 +70,7 @@ def test_full_plan_fits_budget(sweep, part):
 
 
 def _run_tiny(part: str, tmp_path: Path) -> EmulatedRun:
-    run = run_emulated(SWEEP.read_text(), tmp_path, args=["--part", part, "--size", "tiny"], timeout=90)
+    run = run_emulated(SWEEP.read_text(), tmp_path, args=["--part", part, "--size", "tiny"])
     assert run.returncode == 0, run.output
     assert run.rank0["unsupported_apis"] == [], run.rank0["unsupported_apis"]
     return run
@@ -87,6 +87,7 @@ def runs(request, tmp_path_factory) -> tuple[str, list[list[Op]]]:
     return part, out
 
 
+@pytest.mark.emulation
 def test_runs_are_deterministic(runs):
     part, (first, second) = runs
     assert len(first) == len(second), part
@@ -168,6 +169,7 @@ CHECKS = {"gemm-grid": _check_gemm_grid, "attention-grid": _check_attention_grid
           "copy": _check_copy}
 
 
+@pytest.mark.emulation
 def test_part_records(runs):
     part, (ops, _) = runs
     CHECKS[part](ops)

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from emulated import requires_library, run_emulated
 from test_ops import COPY, SDPA_KERNEL, SGEMM, Spec, build
 
@@ -95,6 +96,7 @@ def test_trace_file_still_prints_counts(tmp_path: Path) -> None:
     assert "DEVICE_TIME" in r.stdout
 
 
+@pytest.mark.emulation
 @requires_library
 def test_a_script_emulated_twice_matches_itself(tmp_path: Path) -> None:
     script = """

@@ -118,6 +118,7 @@ def test_rejects_foreign_files_and_ignores_a_torn_last_slot(tmp_path: Path) -> N
     assert len(torn) == 7 and torn.truncated_bytes == 40
 
 
+@pytest.mark.emulation
 @requires_library
 def test_reads_a_trace_written_by_the_interposer(tmp_path: Path) -> None:
     r = run_emulated(
