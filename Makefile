@@ -1,5 +1,5 @@
 # Top-level entry points.  A new user needs exactly two commands:
-#   make demo   set everything up and predict an example training script's step on an H100
+#   make demo   set everything up and plan the GPU shape of an example training script (examples/plan.yaml)
 #   make test   set everything up and run every check (what CI runs)
 # make test-quick runs the unit tests alone, in seconds (CONTRIBUTING.md).
 # Set-up steps leave stamp files in .venv, so repeating them is cheap.
@@ -8,7 +8,6 @@ PYTHON ?= python3.11
 VENV := .venv
 VPY := $(CURDIR)/$(VENV)/bin/python
 LIB := emulation-image/build/libmaya.so
-DEMO_ARGS ?= --steps 4
 
 .PHONY: all setup venv lib demo test test-quick lint hadolint typecheck importlint ctest pytest apiserver clean
 
@@ -32,7 +31,7 @@ lib: $(VENV)/.installed
 	$(MAKE) -C emulation-image PYTHON=$(VPY)
 
 demo: setup
-	$(VENV)/bin/maya predict --gpu H100-SXM-80GB --out out/demo --timeline out/demo/timeline.json -- $(VPY) examples/gpt.py $(DEMO_ARGS)
+	$(VENV)/bin/maya plan examples/plan.yaml --report out/demo
 
 test: setup lint typecheck importlint ctest pytest
 

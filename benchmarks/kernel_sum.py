@@ -23,7 +23,7 @@ from pathlib import Path
 
 from benchmarks.archives import extract_all
 from benchmarks.calibration.profiles import emulate, part_of
-from maya.predictor import estimators
+from maya.predictor import estimate as estimators
 from maya.predictor.estimate.profiles import join, load_profiles
 from maya.predictor.trace import read_trace
 

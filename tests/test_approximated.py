@@ -21,7 +21,7 @@ from emulated import run_emulated
 
 from maya import catalog
 from maya.predict import Job, Prediction
-from maya.predictor.host import HostModel
+from maya.predictor.replay.host import HostModel
 from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
 from maya.summary import approximated_calls, render, summarize
 

@@ -14,7 +14,7 @@ from maya.plan.spec import PlanError, load
 
 
 def run_plan(file: Path, *, as_json: bool = False, report: Path | None = None) -> int:
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
         plan = load(file)
         cwd = Path(plan.working_dir) if plan.working_dir else file.resolve().parent
