@@ -191,6 +191,11 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     ``host``: the server's host model (default: the GPU's calibrated one; with ``oracle``, the
     recorded host delays and call durations as they are, which were measured on the server)."""
     job = prepare(folder, gpu, gpus_per_node=gpus_per_node, oracle=oracle)
+    failed = job.summary.get("exit_code")
+    if failed:  # a run that crashed or ran out of memory has no training step to predict
+        why = " (it ran out of memory)" if job.summary.get("out_of_memory") else ""
+        raise PredictError(f"the emulated run in {folder} exited with code {failed}{why}; its output says why. "
+                           "Fix the command and emulate again")
     g, traces = job.gpu, job.traces
     if host is None:
         host = host_model(g.name).as_recorded() if oracle else host_model(g.name, node=len(traces) > 1)

@@ -117,3 +117,14 @@ def test_emulated_program_reports_approximated_and_unsupported(tmp_path: Path) -
     assert r.rank0["approximated"] == {what: 3}
     assert r.summary["unsupported_apis"] == ["cuNoSuchEntryPoint"]
     assert "approximated 3 call(s)" in r.stdout + r.stderr
+
+
+def test_a_failed_run_is_not_predicted(tmp_path: Path) -> None:
+    """A crashed emulation's few records are no training step: predicting it says so instead of a time."""
+    from maya.predict import PredictError, predict_folder
+
+    _trace_with(tmp_path / "rank0.mayatrace", [])
+    s = summarize(tmp_path, gpu={"name": "H100-SXM-80GB", "memory_bytes": 80 * 2**30}, exit_code=1, command=["x"])
+    (tmp_path / "summary.json").write_text(json.dumps(s))
+    with pytest.raises(PredictError, match="exited with code 1"):
+        predict_folder(tmp_path, "H100-SXM-80GB")
