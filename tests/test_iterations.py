@@ -16,6 +16,7 @@ from emulated import requires_library, run_emulated
 
 from maya.predictor.replay.iterations import NoIterations, find_steps, trace_steps
 from maya.predictor.trace import read_trace
+from maya.predictor.trace.ops import thread_names
 
 
 def test_irregular_first_step_and_epilogue() -> None:
@@ -78,3 +79,30 @@ for step in range(5):
     assert len(records) >= steps.warmup + steps.count * steps.period
     with pytest.raises(NoIterations, match="no device operations from a thread named 'nope'"):
         trace_steps(read_trace(run.trace_path()), thread="nope")
+
+
+@requires_library
+@pytest.mark.emulation
+def test_the_loop_thread_not_autograds_when_cudnn_benchmark_times_its_trials(tmp_path) -> None:
+    """With cudnn.benchmark the backward pass times its trials on autograd's thread, which then waits for the
+    device and issues more operations than the loop: the steps are still the loop's."""
+    script = """
+import torch
+torch.backends.cudnn.benchmark = True
+conv = torch.nn.Sequential(*[torch.nn.Conv2d(16, 16, 3, padding=1) for _ in range(6)]).cuda()
+opt = torch.optim.SGD(conv.parameters(), lr=0.1)
+for step in range(5):
+    x = torch.randn(8, 16, 32, 32, device="cuda")
+    conv(x).square().mean().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+"""
+    run = run_emulated(script, tmp_path)
+    assert run.returncode == 0, run.output
+    trace = read_trace(run.trace_path())
+    steps, records = trace_steps(trace)
+    threads = {int(trace.records["thread"][i]) for i in records}
+    names = thread_names(trace)
+    assert len(threads) == 1 and not names.get(threads.pop(), "").startswith("pt_autograd_")
+    assert steps.count >= 3

@@ -130,15 +130,20 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
     return Steps(period=p, starts=starts, warmup=start, tail=len(x) - (starts[-1] + p))
 
 
+AUTOGRAD_THREAD = "pt_autograd_"  # the prefix of the names PyTorch gives its backward threads
+
+
 def trace_steps(trace: Trace, thread: str | None = None) -> tuple[Steps, list[int]]:
     """Steady steps of one rank's trace: (steps, record index of each operation of the thread).
 
     The sequence is the device operations and host waits (stream, event and
     device synchronisations) issued by one host thread (the interleaving of
     threads differs between steps): ``thread`` by name, or the busiest of the
-    threads that wait for the device (the training loop's; autograd's
-    backward threads never do).  Steps begin after a host wait where the
-    loop has one."""
+    threads that wait for the device, leaving out PyTorch's autograd threads
+    (``pt_autograd_<device>``): the training loop's.  Autograd's threads wait
+    too where ``cudnn.benchmark`` times its trials in the first backward
+    pass, and may issue more operations than the loop.  Steps begin after a
+    host wait where the loop has one."""
     names = thread_names(trace)
     threads = trace.records["thread"]
     per_thread: dict[int, list[tuple[int, tuple[int, str]]]] = {}
@@ -157,8 +162,10 @@ def trace_steps(trace: Trace, thread: str | None = None) -> tuple[Steps, list[in
                                f"(threads: {', '.join(sorted(set(names.values()))) or 'none'})")
         tid = chosen[0]
     elif per_thread:
-        # The loop's own thread waits for the device (backward threads do not); then the busiest.
-        tid = max(per_thread, key=lambda t: (any(k[0] in _HOST_WAITS for _, k in per_thread[t]), len(per_thread[t])))
+        # The loop's own thread: not autograd's, waiting for the device; then the busiest.
+        tid = max(per_thread, key=lambda t: (not names.get(t, "").startswith(AUTOGRAD_THREAD),
+                                             any(k[0] in _HOST_WAITS for _, k in per_thread[t]),
+                                             len(per_thread[t])))
     else:
         raise NoIterations("the trace holds no device operations")
     records = [i for i, _ in per_thread[tid]]
