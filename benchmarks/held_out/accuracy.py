@@ -160,6 +160,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                       for g, n in configs},
         "ddp_peak_memory": {"cases": len(ddp_mem), "median_abs_error": median(abs(e) for e in ddp_mem) if ddp_mem
                             else None, "max_abs_error": max((abs(e) for e in ddp_mem), default=None)},
+        "interval": {"cases": sum("within_interval" in r for r in predicted),
+                     "within": sum(bool(r.get("within_interval")) for r in predicted),
+                     "within_without_known_gap": sum(bool(r.get("within_interval")) for r in clean),
+                     "cases_without_known_gap": sum("within_interval" in r for r in clean)},
         "peak_memory": {"cases": len(mem), "median_abs_error": median(abs(e) for e in mem) if mem else None,
                         "max_abs_error": max((abs(e) for e in mem), default=None)},
     }
@@ -192,8 +196,10 @@ def predict_all(w: Workload, truths: list[Truth], folder: Path, emulated: dict[s
         elif check.get("script_step_ops") not in (None, check["period_ops"]):
             note = f"steady step found: {check['period_ops']} operations; the script's step: {check['script_step_ops']}"
         row = case_row(w, t, p.step_time_s, emulated, note)
+        low, high = p.interval_s
         row.update(steps_s=list(p.steps_s), breakdown=p.breakdown, confidence=p.confidence,
-                   approximated=p.approximated, **check)
+                   approximated=p.approximated, interval_s=[low, high], within_interval=low <= t.step_s <= high,
+                   **check)
         rows.append(row)
     return rows
 
@@ -242,6 +248,10 @@ def markdown(doc: dict[str, Any]) -> str:
               f"median {_abs_pct(s['peak_memory']['median_abs_error'])}, "
               f"max {_abs_pct(s['peak_memory']['max_abs_error'])}.", "",
               f"Not predicted: {', '.join(s['not_predicted']) or 'none'}.", "",
+              f"90% interval of `maya predict` (`step_time_low_s` to `step_time_high_s`): the measured time falls "
+              f"inside it in {s['interval']['within']} of {s['interval']['cases']} cases "
+              f"({s['interval']['within_without_known_gap']} of {s['interval']['cases_without_known_gap']} "
+              "without known gaps).", "",
               "| workload | GPU | GPUs | measured ms (runs, spread) | predicted ms | error | peak allocated GiB, "
               "measured / emulated | memory error | note |", "|---|---|---|---|---|---|---|---|---|"]
     rows = doc["cases"]
