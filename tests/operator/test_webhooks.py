@@ -16,13 +16,11 @@ the tests post reviews to kopf's webhook server over TLS as the API server would
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import http.client
 import json
 import socket
 import ssl
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -33,6 +31,7 @@ import kmock
 import kopf
 import pytest
 from job_objects import NAMESPACE, candidate, job, plan, pytorchjob, review, trainjob
+from loop_thread import LoopThread
 from tls_certs import ServingCert
 
 from maya.operator import metrics, webhooks
@@ -69,27 +68,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class Operator:
-    """kmock and the operator in a thread of their own: kopf cancels every task younger than itself when it
-    stops, so it gets an event loop without the test's tasks."""
+class Operator(LoopThread):
+    """kmock and the operator in a thread of their own (see :class:`loop_thread.LoopThread`)."""
 
     def __init__(self, cert: ServingCert) -> None:
+        super().__init__("operator")
         self.cert = cert
         self.port = free_port()
         self.api = ""
-        self._stop = threading.Event()
-        self._up = threading.Event()
-        self._failure: list[BaseException] = []
-        self._thread = threading.Thread(target=self._run, name="operator", daemon=True)
 
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as error:  # noqa: B036 (reported to the test thread)
-            self._failure.append(error)
-            self._up.set()
-
-    async def _main(self) -> None:
+    async def main(self) -> None:
         async with kmock.KubernetesEmulator() as api, kmock.Server(api):
             info = kmock.ResourceInfo
             # kopf starts its watches only once it has found the namespaces resource.
@@ -118,11 +106,10 @@ class Operator:
             settings.scanning.disabled = True
             settings.posting.enabled = False
             await kopf.operator(registry=registry, settings=settings, clusterwide=True, standalone=True,
-                                stop_flag=self._stop, ready_flag=self._up)
+                                stop_flag=self.stop_flag, ready_flag=self.ready)
 
     def __enter__(self) -> Operator:
-        self._thread.start()
-        assert self._up.wait(30) and not self._failure, f"the operator did not start: {self._failure}"
+        self.start()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # until the server listens and kopf's watch has listed the plans
             try:
@@ -130,14 +117,12 @@ class Operator:
                     return self
             except (OSError, AssertionError):
                 pass
-            assert not self._failure, self._failure
+            self.check()
             time.sleep(0.05)
         raise AssertionError("the webhook never sized the probe job")
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        assert not self._thread.is_alive(), "the operator did not stop"
+        self.stop()
 
     def post(self, path: str, body: dict[str, Any], context: ssl.SSLContext | None = None) -> tuple[int, bytes]:
         conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=context or self.cert.client_context(),
