@@ -36,7 +36,8 @@ BATCHES = 15
 STEPS_PER_BATCH = 64
 DISTURBED = 1.15  # a reading above this times the calibrating CPU's is taken again (theirs: within 1.04 in 9 of 10)
 
-_CODE = f"""
+# The probe as a Python program (also run by emulation pods): argv[1] is the CPU to pin to, or "-".
+PROBE_CODE = f"""
 import os, sys, time
 import torch
 if sys.argv[1] != "-":
@@ -65,7 +66,7 @@ def measure(env: Mapping[str, str], cpu: int | None = None, python: str = sys.ex
     goes to a folder removed after it); None when it cannot run (no torch, no interposer)."""
     with tempfile.TemporaryDirectory(prefix="maya-probe-") as traces:
         try:
-            p = subprocess.run([python, "-c", _CODE, "-" if cpu is None else str(cpu)],
+            p = subprocess.run([python, "-c", PROBE_CODE, "-" if cpu is None else str(cpu)],
                                env={**env, "MAYA_TRACE_DIR": traces}, capture_output=True, text=True,
                                timeout=timeout_s)
             return float(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None

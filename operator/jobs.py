@@ -23,7 +23,7 @@ import shlex
 from typing import Any
 
 from maya import catalog
-from maya.cpu_probe import _CODE as PROBE_CODE
+from maya.cpu_probe import PROBE_CODE
 from maya.operator.settings import Settings
 from maya.plan.candidates import Program
 from maya.plan.search import Request
