@@ -152,6 +152,12 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
     """Read the traces in ``folder`` and time their device operations on ``gpu``: with its
     estimators, or (``oracle``, a recorded run) with the measured times."""
     g = catalog.lookup(gpu)
+    path = folder / "summary.json"
+    summary = json.loads(path.read_text()) if path.is_file() else {}
+    if summary.get("exit_code"):  # a run that crashed or ran out of memory has no training step to predict
+        why = " (it ran out of memory)" if summary.get("out_of_memory") else ""
+        raise PredictError(f"the emulated run in {folder} exited with code {summary['exit_code']}{why}; its output "
+                           "says why. Fix the command and emulate again")
     traces = rank_traces(folder)
     per_node = gpus_per_node or int(traces[0].header["gpus_per_node"]) or 8
     durations: list[dict[int, float]] = []
@@ -174,8 +180,6 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
             weights[e.confidence] = weights.get(e.confidence, 0.0) + e.ns
     # Recorded host delays were measured on the server as they are; emulated ones are steadied.
     scale = [np.ones(len(t.records)) if oracle else quiet_gap_scale(t) for t in traces]
-    path = folder / "summary.json"
-    summary = json.loads(path.read_text()) if path.is_file() else {}
     # Measured durations already hold what sharing the GPU with NCCL cost them.
     traced: dict[str, int] = {}
     for t in traces:
@@ -191,11 +195,6 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     ``host``: the server's host model (default: the GPU's calibrated one; with ``oracle``, the
     recorded host delays and call durations as they are, which were measured on the server)."""
     job = prepare(folder, gpu, gpus_per_node=gpus_per_node, oracle=oracle)
-    failed = job.summary.get("exit_code")
-    if failed:  # a run that crashed or ran out of memory has no training step to predict
-        why = " (it ran out of memory)" if job.summary.get("out_of_memory") else ""
-        raise PredictError(f"the emulated run in {folder} exited with code {failed}{why}; its output says why. "
-                           "Fix the command and emulate again")
     g, traces = job.gpu, job.traces
     if host is None:
         host = host_model(g.name).as_recorded() if oracle else host_model(g.name, node=len(traces) > 1)
