@@ -106,3 +106,16 @@ for step in range(5):
     names = thread_names(trace)
     assert len(threads) == 1 and not names.get(threads.pop(), "").startswith("pt_autograd_")
     assert steps.count >= 3
+
+
+def test_many_steps_of_many_repeated_layers_with_two_waits_each() -> None:
+    """With more steps than RARE, no operation of a step is rare and the step's length is no frequent gap
+    among the layers' short ones: the distance between every other synchronisation proposes it."""
+    import random
+
+    rng = random.Random(0)
+    body = [f"op{rng.randrange(12)}" for _ in range(300)]  # layers: every op many times a step
+    step = ["sync", *body, "sync"]  # synchronised before and after, as a timed loop is
+    keys = ["init"] * 5 + ["sync", "load"] * 3 + step * 12
+    steps = find_steps(keys, boundary=lambda k: k == "sync")
+    assert steps.period == len(step) and steps.count >= 10

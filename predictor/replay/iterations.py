@@ -39,6 +39,7 @@ MIN_STEPS = 2  # steady steps needed before a period is believed
 _HOST_WAITS = (int(Kind.STREAM_SYNC), int(Kind.DEVICE_SYNC), int(Kind.EVENT_SYNC))
 CANDIDATES = 24  # most frequent repeat gaps tried as periods
 RARE = 8  # keys seen at most this often contribute all their repeat gaps
+WAITS_PER_STEP = 4  # host waits a step may hold, for the distances between waits tried as periods
 EPILOGUE = 256  # operations after the last step (a final sync, a checkpoint) that still count as "at the end"
 
 
@@ -71,10 +72,13 @@ def _codes(keys: Sequence[Hashable]) -> npt.NDArray[np.int64]:
     return np.fromiter((index.setdefault(k, len(index)) for k in keys), np.int64, len(keys))
 
 
-def _candidate_periods(x: npt.NDArray[np.int64]) -> list[int]:
+def _candidate_periods(x: npt.NDArray[np.int64], anchors: Sequence[Sequence[int]] = ()) -> list[int]:
     """Distances between consecutive occurrences of the same key: the most frequent ones, and
     every one of the keys that occur only a few times (once a step: with three steps, the
-    step's own length is a rare gap among the many short ones of repeated layers)."""
+    step's own length is a rare gap among the many short ones of repeated layers); and, for each
+    kind of host wait (``anchors``: the positions of each), the distances between its occurrences
+    up to ``WAITS_PER_STEP`` apart, since with many steps no key of a step is rare, and a step
+    that synchronises more than once (before and after it) repeats every few waits, not every one."""
     order = np.argsort(x, kind="stable")
     same = x[order][1:] == x[order][:-1]
     gaps = (order[1:] - order[:-1])[same]
@@ -85,6 +89,10 @@ def _candidate_periods(x: npt.NDArray[np.int64]) -> list[int]:
     occurrences = np.bincount(x)
     rare = occurrences[x[order][1:]][same] <= RARE
     chosen |= set(np.unique(gaps[rare]).tolist())
+    for positions in anchors:
+        a = np.asarray(positions, dtype=np.int64)
+        for k in range(1, WAITS_PER_STEP + 1):
+            chosen |= set(np.unique(a[k:] - a[:-k]).tolist())
     return sorted(int(v) for v in chosen if 0 < v <= len(x) // MIN_STEPS)
 
 
@@ -107,7 +115,12 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
     # of the trace (but for an epilogue) first, since a loop's steps come last and repeats
     # within set-up (filling parameters) or within a step (layers) do not.
     best: tuple[bool, int, int, int] | None = None
-    for p in _candidate_periods(x):
+    anchors: dict[Hashable, list[int]] = {}
+    if boundary is not None:
+        for i, k in enumerate(keys):
+            if boundary(k):
+                anchors.setdefault(k, []).append(i)
+    for p in _candidate_periods(x, list(anchors.values())):
         run_starts, run_lengths = _runs(x[:-p] == x[p:])
         for start, length in zip(run_starts.tolist(), run_lengths.tolist(), strict=True):
             if length < (MIN_STEPS - 1) * p:
