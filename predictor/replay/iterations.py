@@ -39,7 +39,6 @@ MIN_STEPS = 2  # steady steps needed before a period is believed
 _HOST_WAITS = (int(Kind.STREAM_SYNC), int(Kind.DEVICE_SYNC), int(Kind.EVENT_SYNC))
 CANDIDATES = 24  # most frequent repeat gaps tried as periods
 RARE = 8  # keys seen at most this often contribute all their repeat gaps
-WAITS_PER_STEP = 4  # host waits a step may hold, for the distances between waits tried as periods
 EPILOGUE = 256  # operations after the last step (a final sync, a checkpoint) that still count as "at the end"
 
 
@@ -76,9 +75,9 @@ def _candidate_periods(x: npt.NDArray[np.int64], anchors: Sequence[Sequence[int]
     """Distances between consecutive occurrences of the same key: the most frequent ones, and
     every one of the keys that occur only a few times (once a step: with three steps, the
     step's own length is a rare gap among the many short ones of repeated layers); and, for each
-    kind of host wait (``anchors``: the positions of each), the distances between its occurrences
-    up to ``WAITS_PER_STEP`` apart, since with many steps no key of a step is rare, and a step
-    that synchronises more than once (before and after it) repeats every few waits, not every one."""
+    kind of host wait (``anchors``: where each run of it begins), the distances between them:
+    with many steps no key of a step is rare, but a loop that synchronises (once, or twice in a
+    row: before and after its step) still waits once a step."""
     order = np.argsort(x, kind="stable")
     same = x[order][1:] == x[order][:-1]
     gaps = (order[1:] - order[:-1])[same]
@@ -91,8 +90,7 @@ def _candidate_periods(x: npt.NDArray[np.int64], anchors: Sequence[Sequence[int]
     chosen |= set(np.unique(gaps[rare]).tolist())
     for positions in anchors:
         a = np.asarray(positions, dtype=np.int64)
-        for k in range(1, WAITS_PER_STEP + 1):
-            chosen |= set(np.unique(a[k:] - a[:-k]).tolist())
+        chosen |= set(np.unique(a[1:] - a[:-1]).tolist())
     return sorted(int(v) for v in chosen if 0 < v <= len(x) // MIN_STEPS)
 
 
@@ -118,7 +116,7 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
     anchors: dict[Hashable, list[int]] = {}
     if boundary is not None:
         for i, k in enumerate(keys):
-            if boundary(k):
+            if boundary(k) and (i == 0 or keys[i - 1] != k):  # a run of the same wait counts once
                 anchors.setdefault(k, []).append(i)
     for p in _candidate_periods(x, list(anchors.values())):
         run_starts, run_lengths = _runs(x[:-p] == x[p:])
