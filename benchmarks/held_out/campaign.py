@@ -42,8 +42,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-import suite  # noqa: E402
+# Run as a script on a GPU machine: the repository's packages by their one name.
+sys.path.insert(0, ROOT)
+from benchmarks.campaigns.gpu_fidelity_campaign import cpu_model  # noqa: E402
+from benchmarks.held_out import suite  # noqa: E402
 
 # NVLink multicast stays off on shared multi-GPU hosts.
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -175,17 +177,6 @@ def probe_env(python: str) -> dict:
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
         info["probe_error"] = repr(e)
     return info
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def result_lines(stdout: str) -> list[dict]:
