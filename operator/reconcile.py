@@ -84,10 +84,6 @@ def reconcile(plan: Plan, meta: dict[str, Any], jobs: list[dict[str, Any]], pods
         earlier = job["metadata"].get("annotations", {}).get(ANNOTATION_GENERATION) != str(generation)
         search.record(req, result["result"], result.get("predictions") or {}, key=name, reused=earlier)
         step.finished.append((name, result))
-    em = search.emulations
-    if em["failed"] and em["failed"] == em["ran"] + em["reused"]:
-        # Every emulation so far failed: the script or its image is broken; one error, not one per candidate.
-        search.stop("not run: the script failed under emulation (see the failed candidate)")
     if running < settings.max_emulation_pods:
         for req in search.next(settings.max_emulation_pods - running):
             step.create.append(emulation_job(plan, meta, generation, req, settings))

@@ -114,8 +114,5 @@ def plan_locally(plan: Plan, cwd: Path, *, cache: Cache | None = None, progress:
                         cache.store_prediction(key, gpu, cached)
                     predictions[gpu] = cached
             search.record(req, result, predictions, key=key, reused=reused)
-            if result["status"] == "failed" and search.emulations["ran"] + search.emulations["reused"] == 1:
-                # The first emulation failed: the script itself is broken; one error, not one per candidate.
-                search.stop("not run: the script failed under emulation (see the failed candidate)")
     choice = choose(plan, search.outcomes() + skipped_outcomes(search.skipped))
     return PlanRun(plan, search, choice, keys, cache, time.monotonic() - started)

@@ -141,6 +141,9 @@ class Search:
         self.emulations["reused" if reused else "ran"] += 1
         if result["status"] == "failed":
             self.emulations["failed"] += 1
+            if self.emulations["failed"] == self.emulations["ran"] + self.emulations["reused"]:
+                # Every emulation so far failed: the script or its image is broken; one error, not one per candidate.
+                self.stop("not run: the script failed under emulation (see the failed candidate)")
         if result["status"] == "oom":
             self._prune_after_oom(req)
         if self._sampler is not None:
@@ -160,14 +163,11 @@ class Search:
 
     # -- verdicts --------------------------------------------------------------------------------------------------
     def outcome(self, c: Candidate) -> Outcome:
-        program = self.program[c]
+        program, arch, capacity = self.program[c], architecture(c.gpu), usable_bytes(c.gpu)
+        # Its own emulation, else its group's on a GPU of the same architecture with at least its memory.
         mine = self.done.get((program, c.gpu))
-        first = next((d for (p, g), d in self.done.items()
-                      if p == program and architecture(g) == architecture(c.gpu) and c.gpu in d.predictions), None)
-        first = first or next((d for (p, g), d in self.done.items()
-                               if p == program and architecture(g) == architecture(c.gpu)
-                               and usable_bytes(g) >= usable_bytes(c.gpu)), None)
-        done = mine or first
+        done = mine or next((d for (p, g), d in self.done.items()
+                             if p == program and architecture(g) == arch and usable_bytes(g) >= capacity), None)
         if done is None:
             reason = self.pruned.get(c) or self.stopped or (
                 "not sampled: the search spent its emulation budget" if self.sampled else "not evaluated")
