@@ -185,43 +185,63 @@ def test_collective_starts_when_its_last_member_arrives(tmp_path: Path) -> None:
     assert r0.issue[end0] == pytest.approx(r0.end[behind] + 1 * US)
 
 
-def test_work_beside_a_resident_collective_is_stretched_by_its_kind(tmp_path: Path) -> None:
-    """Rank 0 reaches the collective at once and waits 300 us for rank 1, its NCCL kernel resident
-    all the while: a kernel and a GEMM beside it on another stream last their kinds' factors
-    longer; rank 1's same kernel, before its collective, and rank 0's after it, do not.  A kernel
-    that the collective's arrival overtakes is stretched on the share of it that is beside it,
-    as often as the replay needs for the stretch to agree with the overlap it makes."""
+def test_work_beside_a_collective_s_transfer_is_stretched_by_its_kind(tmp_path: Path) -> None:
+    """Both ranks reach a collective together and queue a kernel and a GEMM beside it on another
+    stream: the share of each that overlaps the transfer lasts its kind's factor longer, as often
+    as the replay needs for the stretch to agree with the overlap it makes, the same on both ranks;
+    work after the collective is not stretched, nor is the same work without factors."""
     ranks = [Build(0), Build(1)]
     for i, b in enumerate(ranks):
         b.add(Kind.COMM_INIT, a32=i, a=(99, 2 | i << 32))
         for s in (1, 2):
             b.add(Kind.STREAM_CREATE, stream=s, a32=1)
-    c0 = coll(ranks[0], 1, 1, stream=1)
-    k0 = ranks[0].kernel(100, stream=2)
-    g0 = ranks[0].add(Kind.BLAS, dur_us=40, stream=2, flags=Flag.ASYNC)
-    k1 = ranks[1].kernel(100, stream=2)
-    coll(ranks[1], 300, 1, stream=1)
+    beside = []
     for b in ranks:
+        c = coll(b, 1, 1, stream=1)
+        beside.append((c, b.kernel(100, stream=2), b.add(Kind.BLAS, dur_us=30, stream=2, flags=Flag.ASYNC)))
         b.add(Kind.DEVICE_SYNC)
     after = ranks[0].kernel(100, stream=2)
-    ranks[0].add(Kind.DEVICE_SYNC)
-    partial = ranks[0].kernel(100, stream=2)
-    c2 = coll(ranks[0], 50, 2, stream=1)  # arrives 50 us into `partial`; rank 1 comes much later
-    ranks[1].add(Kind.DEVICE_SYNC)
-    coll(ranks[1], 1000, 2, stream=1)
+    sharing = {int(Kind.KERNEL): 1.5, int(Kind.BLAS): 2.0}
+    results = run(tmp_path, *ranks, coll_us=50, sharing=sharing)
+    for r, (c, k, g) in zip(results, beside, strict=True):
+        assert r.start[k] < r.start[c] + 5 * US  # a us behind the collective's start: beside it for ~49 us
+        d = r.end[k] - r.start[k]
+        share = (r.end[c] - r.start[k]) / d
+        assert 0.4 < share < 0.5
+        assert d == pytest.approx(100 * US * 1.5**share, rel=2e-3)
+        assert r.end[g] - r.start[g] == pytest.approx(30 * US)  # queued behind the kernel: after the transfer
+    assert results[0].end[beside[0][1]] == pytest.approx(results[1].end[beside[1][1]], rel=1e-3)
+    assert results[0].end[after] - results[0].start[after] == pytest.approx(100 * US)
+    plain = run(tmp_path, *ranks, coll_us=50)
+    assert plain[0].end[beside[0][1]] - plain[0].start[beside[0][1]] == pytest.approx(100 * US)
+
+
+def test_a_rank_waiting_for_its_peer_does_not_stretch_its_work(tmp_path: Path) -> None:
+    """Both ranks run the same loop (a collective, then a kernel and a GEMM beside it on another
+    stream), but rank 1's host reaches each collective 300 us later, and rank 0 runs the kernel
+    and the GEMM beside its waiting NCCL kernel.  That would slow rank 0 by less than its lead (at
+    1/factor of its pace at worst), so rank 1 still sets when each collective starts: rank 0's work
+    is not stretched, rank 1's is where it runs beside the transfer, and rank 1 finishes last."""
+    ranks = [Build(0), Build(1)]
+    for i, b in enumerate(ranks):
+        b.add(Kind.COMM_INIT, a32=i, a=(99, 2 | i << 32))
+        for s in (1, 2):
+            b.add(Kind.STREAM_CREATE, stream=s, a32=1)
+    work: list[list[tuple[int, int, int]]] = [[], []]
+    for seq in range(1, 9):
+        for b, late, mine in zip(ranks, (1, 300), work, strict=True):
+            c = coll(b, late, seq, stream=1)
+            mine.append((c, b.kernel(200, stream=2), b.add(Kind.BLAS, dur_us=80, stream=2, flags=Flag.ASYNC)))
+            b.add(Kind.DEVICE_SYNC)
     sharing = {int(Kind.KERNEL): 1.5, int(Kind.BLAS): 2.0}
     r0, r1 = run(tmp_path, *ranks, coll_us=50, sharing=sharing)
-    assert r0.end[k0] - r0.start[k0] == pytest.approx(150 * US)
-    assert r0.end[g0] - r0.start[g0] == pytest.approx(80 * US)
-    assert r0.end[g0] < r0.start[c0]  # both ran while the collective waited for rank 1
-    assert r1.end[k1] - r1.start[k1] == pytest.approx(100 * US)
-    assert r0.end[after] - r0.start[after] == pytest.approx(100 * US)
-    d = r0.end[partial] - r0.start[partial]
-    beside = (r0.end[partial] - r0.issue[c2]) / d  # from the collective's arrival (an idle stream) on
-    assert 0.5 < beside < 0.7
-    assert d == pytest.approx(100 * US * 1.5**beside, rel=2e-3)
-    plain0, _ = run(tmp_path, *ranks, coll_us=50)
-    assert plain0.end[k0] - plain0.start[k0] == pytest.approx(100 * US)
+    for (c, k, g), (c1, k1, _) in zip(*work, strict=True):
+        assert r0.start[c] == pytest.approx(r1.issue[c1], abs=2 * US)  # rank 1 arrives last
+        assert r0.end[g] < r0.start[c]  # rank 0's work ran while its collective waited
+        assert r0.end[k] - r0.start[k] == pytest.approx(200 * US)
+        assert r0.end[g] - r0.start[g] == pytest.approx(80 * US)
+        assert r1.end[k1] - r1.start[k1] > 210 * US  # beside the transfer
+    assert r0.host_end < r1.host_end
 
 
 def test_a_collective_a_member_never_reaches_is_reported(tmp_path: Path) -> None:

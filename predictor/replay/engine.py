@@ -28,9 +28,9 @@ _B = npt.NDArray[np.bool_]
 def replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, dur: _F, stream: _I, arg: _I,
             unversioned: _B, s_ops: _I, s_lo: _I, s_hi: _I, c_lo: _I, c_hi: _I, coupled: _I, r_slo: _I, r_shi: _I,
             d_lo: _I, d_hi: _I, n_events: int, coll_members: _I, coll_len: _F, coll_base: _I, latency: float,
-            gap: float, issue: _F, start: _F, end: _F, released: _F, arrive: _F, host: _F, wait: _I) -> _I:
+            gap: float, issue: _F, start: _F, end: _F, released: _F, host: _F, wait: _I) -> _I:
     """Run each rank until its host is held or done, and the next, until no rank can go on.
-    Fills issue/start/end/released/arrive (by op), host and wait (by rank); returns each
+    Fills issue/start/end/released (by op), host and wait (by rank); returns each
     collective's arrivals."""
     n_streams = len(s_lo)
     pos = rank_lo.copy()  # each rank's next op
@@ -84,8 +84,7 @@ def replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, d
                                     done, top = _drain(t, top, stack, dirty, op_rank, code, dur, stream, arg,
                                                        unversioned, s_ops, s_head, s_issued, s_free, c_lo, c_hi,
                                                        coupled, ev_time, coll_members, coll_len, coll_base,
-                                                       c_arrived, c_ready, c_ops, arrived, avail, gap, start, end,
-                                                       arrive)
+                                                       c_arrived, c_ready, c_ops, arrived, avail, gap, start, end)
                                     changed = changed or done
                     if c == WORK_SYNC:
                         wait[r], wait_arg[r], wait_op[r] = ON_OP, k, k
@@ -108,10 +107,9 @@ def launched(c: int) -> bool:
 def _drain(s: int, top: int, stack: _I, dirty: _B, op_rank: _I, code: _I, dur: _F, stream: _I, arg: _I,
            unversioned: _B, s_ops: _I, s_head: _I, s_issued: _I, s_free: _F, c_lo: _I, c_hi: _I, coupled: _I,
            ev_time: _F, coll_members: _I, coll_len: _F, coll_base: _I, c_arrived: _I, c_ready: _F, c_ops: _I,
-           arrived: _B, avail: _F, gap: float, start: _F, end: _F, arrive: _F) -> tuple[bool, int]:
+           arrived: _B, avail: _F, gap: float, start: _F, end: _F) -> tuple[bool, int]:
     """Run the issued work of stream ``s`` as far as its dependencies allow; True if any ran (and the
-    new top of the stack of ranks to drain, which a finished collective pushes its other members on;
-    ``arrive``: when each collective reached the head of its stream)."""
+    new top of the stack of ranks to drain, which a finished collective pushes its other members on)."""
     ran = False
     while s_head[s] < s_issued[s]:
         ready = s_free[s]
@@ -136,7 +134,6 @@ def _drain(s: int, top: int, stack: _I, dirty: _B, op_rank: _I, code: _I, dur: _
             x = arg[k]
             if not arrived[k]:
                 arrived[k] = True
-                arrive[k] = begin
                 c_ops[coll_base[x] + c_arrived[x]] = k
                 c_arrived[x] += 1
                 c_ready[x] = max(c_ready[x], begin)

@@ -8,8 +8,10 @@ gradient all-reduces, so this lengthens the step.  Profiled DDP steps on
 beside a resident NCCL kernel and on the other rank not: cuBLAS's GEMMs,
 persistent kernels sized to every SM, ran about 1.8 times as long, PyTorch's
 own kernels and cuDNN's a few percent longer.  The replay stretches the
-share of each operation's time that overlaps a resident collective by its
-record kind's factor (:func:`maya.predictor.replay.simulator.simulate`).
+share of each operation's time that overlaps a collective's transfer by its
+record kind's factor (:func:`maya.predictor.replay.simulator.simulate`; not
+its wait for a later peer, which slows only a rank that is ahead, by less than
+its lead).
 
 The factors are kept by compute capability in ``sharing.json``: measured on
 the H200, they stand for the H100 too (the same SMs and libraries); other

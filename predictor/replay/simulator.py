@@ -23,8 +23,7 @@ Discrete-event, as in the Maya paper:
   same sequence number (a send when its receive has, and the reverse) and
   lasts what the collective model says.  Work queued behind a collective
   that is still waiting for its other members waits with it.
-- A collective's kernel holds SMs from when its stream reaches it to its
-  end, and work that runs beside it meanwhile is slower
+- Work that runs beside a collective's transfer on the same GPU is slower
   (:mod:`maya.predictor.replay.sharing`): the replay is run again with each
   operation's overlapped share stretched by its kind's factor, the overlaps
   taken from the run before, until the step no longer moves.
@@ -79,7 +78,7 @@ DEFAULT_CALL_NS = 500.0
 # start on an idle device (benchmarks/campaigns/launch_gap.py, benchmarks/data/launch_gap).
 LAUNCH_GAP_NS = 1000.0
 LAUNCH_LATENCY_NS = 1500.0
-SHARING_PASSES = 4  # replays at most, to settle the work stretched beside resident collectives
+SHARING_PASSES = 4  # replays at most, to settle the work stretched beside collectives' transfers
 
 _DEVICE_WORK = [int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.BLAS, Kind.DNN)]
 _SKIPPED = [int(k) for k in (Kind.STRING, Kind.FUNC, Kind.THREAD, Kind.NOTE, Kind.DEVICE_TIME, Kind.APPROXIMATED,
@@ -144,7 +143,7 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
     each of rank r's records, by record index; ``launch_latency_ns``: from a launch call's return to
     its work's start on an idle stream; ``launch_gap_ns``: from one operation's end to the start of
     the next one queued on its stream; ``sharing``: by record kind, the factor on the time device
-    work spends beside a collective resident on its device (None or {}: none)."""
+    work spends beside a collective's transfer on its device (None or {}: none)."""
     if not traces:
         return []
     scale = gap_scale or [np.ones(len(t.records)) for t in traces]
@@ -302,7 +301,7 @@ class _Job:
         self.coll_base = np.concatenate([[0], np.cumsum(self.coll_members)[:-1]]).astype(np.int64)
 
     def run(self, launch_latency_ns: float, launch_gap_ns: float, sharing: Mapping[int, float]) -> list[RankResult]:
-        """Replay; again with the work beside resident collectives stretched (``sharing``), until the
+        """Replay; again with the work beside collectives' transfers stretched (``sharing``), until the
         stretch no longer changes (SHARING_PASSES at most)."""
         log_factor = np.zeros(len(self.code))
         for kind, factor in sharing.items():
@@ -310,9 +309,9 @@ class _Job:
         passes = SHARING_PASSES if log_factor.any() and (self.code == COLL).any() else 1
         dur = self.dur
         for p in range(passes):
-            issue, start, end, released, arrive, host = self._replay(dur, launch_latency_ns, launch_gap_ns)
+            issue, start, end, released, host = self._replay(dur, launch_latency_ns, launch_gap_ns)
             if p + 1 < passes:
-                stretched = self.dur * np.exp(log_factor * self._beside_collectives(start, end, arrive))
+                stretched = self.dur * np.exp(log_factor * self._beside_transfers(start, end))
                 if np.all(np.abs(stretched - dur) <= 1e-3 * dur):
                     break
                 dur = stretched
@@ -325,36 +324,42 @@ class _Job:
             out.append(RankResult(r, per[0], per[1], per[2], per[3], float(host[r])))
         return out
 
-    def _replay(self, dur: _F, launch_latency_ns: float, launch_gap_ns: float) -> tuple[_F, _F, _F, _F, _F, _F]:
-        """One replay with device durations ``dur``: issue, start, end, released and (collectives)
-        arrival on their stream, by op; each rank's host end."""
+    def _replay(self, dur: _F, launch_latency_ns: float, launch_gap_ns: float) -> tuple[_F, _F, _F, _F, _F]:
+        """One replay with device durations ``dur``: issue, start, end and released by op; each rank's
+        host end."""
         n = len(self.code)
-        issue, start, end, released, arrive = (np.full(n, np.nan) for _ in range(5))
+        issue, start, end, released = (np.full(n, np.nan) for _ in range(4))
         R = len(self.traces)
         host, wait = np.zeros(R), np.full(R, FREE, np.int64)
         c_arrived = replay(self.rank_lo, self.rank_hi, self.op_rank, self.code, self.pre, self.post, dur,
                             self.stream, self.arg, self.unversioned, self.s_ops, self.s_lo, self.s_hi,
                             self.c_lo, self.c_hi, self.coupled, self.r_slo, self.r_shi, self.d_lo, self.d_hi,
                             self.n_events, self.coll_members, self.coll_len, self.coll_base,
-                            launch_latency_ns, launch_gap_ns, issue, start, end, released, arrive, host, wait)
+                            launch_latency_ns, launch_gap_ns, issue, start, end, released, host, wait)
         stuck = [f"rank {r} waits on {_WAITS[int(wait[r])]}" for r in range(R) if wait[r] != FREE]
         stuck += [f"collective {self.coll_keys[c]} reached by {int(c_arrived[c])} of {int(self.coll_members[c])} "
                   f"members" for c in np.flatnonzero((c_arrived > 0) & (c_arrived < self.coll_members)).tolist()]
         if stuck:
             raise SimulationError("the replay is stuck: " + "; ".join(stuck))
-        return issue, start, end, released, arrive, host
+        return issue, start, end, released, host
 
-    def _beside_collectives(self, start: _F, end: _F, arrive: _F) -> _F:
-        """Each op's share of its time on the device during which a collective was resident on the
-        same device (from reaching its stream to its end)."""
+    def _beside_transfers(self, start: _F, end: _F) -> _F:
+        """Each op's share of its time on the device during which a collective ran on the same device
+        (from its start, when its last member reached it, to its end).
+
+        Not while its kernel waits for a later peer: that stretch slows only a rank that is ahead,
+        and by less than the wait (at 1/factor of its pace at worst), so the last rank to arrive
+        still sets when the collective starts and the step does not move.  Replaying it anyway
+        makes the ranks trade places: the stretched one falls behind in the next replay, and its
+        peer is stretched in the one after."""
         share = np.zeros(len(self.code))
         queued = self.stream >= 0
         device = np.full(len(self.code), -1, np.int64)
         device[queued] = self.s_dev[self.stream[queued]]
         ran = ~np.isnan(start) & (end > start)
-        colls = (self.code == COLL) & ~np.isnan(arrive) & ~np.isnan(end)
+        colls = (self.code == COLL) & ~np.isnan(start) & ~np.isnan(end)
         for d in np.unique(device[colls]).tolist():
-            lo, hi = _union(arrive[colls & (device == d)], end[colls & (device == d)])
+            lo, hi = _union(start[colls & (device == d)], end[colls & (device == d)])
             work = np.flatnonzero(ran & (device == d) & (self.code != COLL))
             inside = _covered(lo, hi, end[work]) - _covered(lo, hi, start[work])
             share[work] = inside / (end[work] - start[work])
