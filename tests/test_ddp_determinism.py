@@ -6,12 +6,13 @@ Covers, with ``torchrun --standalone --nproc-per-node 2`` under ``maya emulate``
   without, gives per rank the same sequence of MALLOC/FREE sizes and of
   kernels, and the same per-step memory figures seen by the script: when
   the watchdog sees a collective complete (and so drops the bucket tensors
-  it keeps alive) follows the emulated device clock, not the host's pace;
-- the watchdog is answered "not ready" (EVENT_QUERY a32=1) for recent work,
-  while the threads that drive the device always see it done;
-- the first DDP buckets, dropped when DDP rebuilds them at the second step,
-  are still held by the watchdog at the end of that step, as on a real GPU
-  where a 100 ms watchdog poll sees a fast step's collectives late.
+  it keeps alive) follows the program's device synchronisations and the
+  emulated device clock, not the host's pace;
+- the watchdog polls the collectives' events and sees them complete;
+- the first DDP buckets are freed when DDP rebuilds them at the second step,
+  as on a real GPU: the host's wait for the device at the end of the first
+  step lets the watchdog see that step's all-reduce complete and hand its
+  tensors back (measured on 2 x H100 with torch's allocator history).
 """
 
 from __future__ import annotations
@@ -60,8 +61,6 @@ os.write(1, ("RESULT " + json.dumps({"rank": rank, "ends": ends, "peaks": peaks}
 dist.destroy_process_group()
 """
 
-BUCKET_BYTES = 4 * (1024 * 1024 + 1024) * 4  # every parameter's gradient, fp32
-
 
 def device_operations(path: Path) -> tuple[list[tuple], list[str]]:
     """MALLOC/FREE (kind, bytes) in order, and kernel names in order."""
@@ -104,12 +103,12 @@ def test_ddp_runs_are_identical(tmp_path: Path) -> None:
         assert a_mem == b_mem, f"rank {rank}: MALLOC/FREE differ at {first}: {a_mem[first:first + 3]} vs {b_mem[first:first + 3]}"
         assert a_k == b_k, f"rank {rank}: kernel sequences differ"
 
-        # The first buckets outlive their rebuild at step 2: the watchdog has
-        # not yet seen step 1's all-reduce complete.
+        # The rebuilt buckets replace the first ones at step 2: the memory held between steps
+        # does not grow by a bucket's worth.
         ends = res[0][rank]["ends"]
-        assert ends[1] - ends[0] >= BUCKET_BYTES, ends
+        assert ends[0] == ends[1] == ends[2], ends
 
-        # The watchdog (a thread that only polls) was told "not ready".
+        # The watchdog (a thread that only polls) saw the collectives' events complete.
         rec = read_trace(runs[0].trace_path(rank)).records
         queries = rec[rec["kind"] == Kind.EVENT_QUERY]
-        assert np.any(queries["a32"] == 1)
+        assert np.any(queries["a32"] == 0)

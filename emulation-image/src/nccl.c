@@ -628,6 +628,7 @@ static void rec_coll(maya_call c, nccl_op *o, int in_group) {
     r.a[4] = send_bytes(o);
     uint64_t ext[3] = {o->wait_ns, (uint64_t)(uintptr_t)o->send, (uint64_t)(uintptr_t)o->recv};
     maya_emit_ext(&r, ext, 3);
+    maya_collective_issued();
 }
 
 /* ---------------------------------------------------------------- groups */

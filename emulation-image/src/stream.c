@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct maya_stream {
     uint32_t id;
@@ -204,8 +205,14 @@ MAYA_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     return cudaSuccess;
 }
 
+static void observers_catch_up(void);
+
+/* The whole device has drained: observers see every event recorded so far
+ * complete, and get to look before the program goes on (see events.md). */
 MAYA_EXPORT cudaError_t cudaDeviceSynchronize(void) {
     record_simple(MK_DEVICE_SYNC, maya_enter(), NULL, 0, 0, 0);
+    maya_device_drained();
+    observers_catch_up();
     return cudaSuccess;
 }
 
@@ -284,6 +291,8 @@ MAYA_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t eve
  * by default). */
 #define OBSERVER_PERIOD_NS (100ull * 1000 * 1000)
 #define OBSERVER_VALVE_NS (60ull * 1000 * 1000 * 1000)
+#define OBSERVER_WAIT_NS (250ull * 1000 * 1000)  /* over two of torch's watchdog periods */
+#define OBSERVER_ROUND_NS (2ull * 1000 * 1000)
 
 static uint64_t env_ns(const char *name, uint64_t scale, uint64_t fallback) {
     const char *v = getenv(name);
@@ -296,6 +305,47 @@ static uint64_t g_drained_clock;  /* device clock at the last drain; 0 = none */
 
 void maya_device_drained(void) {
     __atomic_store_n(&g_drained_clock, maya_device_clock() + 1, __ATOMIC_RELEASE);
+}
+
+/* Observer polls (cudaEventQuery by a thread that never drives the device),
+ * the wall time of the last one, and collectives issued since the observers
+ * last caught up with a drain. */
+static uint64_t g_observer_polls, g_observer_last_ns, g_collectives_unseen;
+static int g_no_observer;  /* a drain waited in vain: no observer polls in this process */
+
+void maya_collective_issued(void) { __atomic_add_fetch(&g_collectives_unseen, 1, __ATOMIC_RELAXED); }
+
+static void nap_us(long us) {
+    struct timespec ts = {0, us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* After a drain that follows collectives, wait (off the CPU, which the trace
+ * clock leaves out) until an observer has polled and its round of polls has
+ * ended.  On a GPU a drain lasts the device's time, and the first steps last
+ * seconds (module loading, communicator set-up), so torch's watchdog, polling
+ * every 100 ms, has seen the collectives before them complete and handed
+ * their tensors back before the program's next collective: DDP's first
+ * buckets are freed at their rebuild in step 2 (measured on 2 x H100).  Here
+ * a step lasts milliseconds, and the watchdog would poll at a random later
+ * point, or not at all before the job ends.  A process with no observer
+ * (TORCH_NCCL_BLOCKING_WAIT=1) waits once, for MAYA_OBSERVER_WAIT_MS. */
+static void observers_catch_up(void) {
+    static uint64_t wait_ns = UINT64_MAX;
+    if (wait_ns == UINT64_MAX) wait_ns = env_ns("MAYA_OBSERVER_WAIT_MS", 1000000ull, OBSERVER_WAIT_NS);
+    if (g_no_observer || !__atomic_exchange_n(&g_collectives_unseen, 0, __ATOMIC_ACQ_REL)) return;
+    uint64_t polls = __atomic_load_n(&g_observer_polls, __ATOMIC_ACQUIRE), t0 = maya_now_ns();
+    while (__atomic_load_n(&g_observer_polls, __ATOMIC_ACQUIRE) == polls) {
+        if (maya_now_ns() - t0 >= wait_ns) {
+            g_no_observer = 1;
+            return;
+        }
+        nap_us(200);
+    }
+    /* the round: queries microseconds apart, then its handling of what it saw */
+    while (maya_now_ns() - __atomic_load_n(&g_observer_last_ns, __ATOMIC_ACQUIRE) < OBSERVER_ROUND_NS &&
+           maya_now_ns() - t0 < wait_ns)
+        nap_us(200);
 }
 
 static int observer_sees_done(const maya_event *e) {
@@ -313,6 +363,10 @@ MAYA_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) {
     maya_event *e = (maya_event *)event;
     if (!e) return maya_rt_error(cudaErrorInvalidResourceHandle);
     maya_call c = maya_enter();
+    if (!t_drives_device) {
+        __atomic_store_n(&g_observer_last_ns, maya_now_ns(), __ATOMIC_RELEASE);
+        __atomic_add_fetch(&g_observer_polls, 1, __ATOMIC_RELEASE);
+    }
     int done = t_drives_device || observer_sees_done(e);
     if (!done) {  /* an observer polls on its own clock: record each wait once */
         if (e->told_not_ready == e->version) return cudaErrorNotReady;
