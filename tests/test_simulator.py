@@ -44,9 +44,11 @@ class Build:
         self.durations: dict[int, float] = {}
 
     def add(self, kind: Kind, *, gap_us: float = 1.0, dur_us: float = 0.0, stream: int = 0, a32: int = 0,
-            a: tuple[int, ...] = (), flags: int = 0, ext: tuple[int, ...] = ()) -> int:
+            a: tuple[int, ...] = (), flags: int = 0, ext: tuple[int, ...] = (), thread: int = 0,
+            call_us: float = 0.0) -> int:
         self.t += int(gap_us * US)
-        self.w.record(int(kind), t_ns=self.t, stream=stream, a32=a32, a=a, flags=flags, ext=ext)
+        self.w.record(int(kind), t_ns=self.t, stream=stream, a32=a32, a=a, flags=flags, ext=ext, thread=thread,
+                      dur_ns=int(call_us * US))
         if dur_us:
             self.durations[self.n] = dur_us * US
         self.n += 1
@@ -74,6 +76,20 @@ def test_host_delays_scaled_and_call_costs(tmp_path: Path) -> None:
     assert r.issue[k] == pytest.approx(50 * US)  # the replay starts at the first record
     (r,) = run(tmp_path, b, call_ns={int(Kind.KERNEL): 3 * US})
     assert r.issue[k] == pytest.approx(103 * US)
+
+
+def test_a_thread_that_only_polls_events_does_not_hold_up_the_host(tmp_path: Path) -> None:
+    """torch's NCCL watchdog (thread 1 here) only sets its device and polls events; on a server it
+    runs beside the program on a core of its own, so its calls and the time between them are no
+    part of the program's host timeline."""
+    b = Build()
+    b.kernel(5, gap_us=10)
+    b.add(Kind.SET_DEVICE, gap_us=30, thread=1)
+    b.add(Kind.EVENT_QUERY, gap_us=30, thread=1, call_us=60)  # still inside when the main thread goes on
+    k = b.kernel(5, gap_us=40)
+    (r,) = run(tmp_path, b)
+    assert r.issue[k] == pytest.approx(100 * US)  # the main thread's own 100 us between its calls
+    assert np.isnan(r.issue[1]) and np.isnan(r.issue[2])
 
 
 def test_launch_latency_on_an_idle_device_and_gap_between_queued_work(tmp_path: Path) -> None:

@@ -124,6 +124,8 @@ typedef struct { uint64_t t0; } maya_call;
 /* Emulation sets this: the trace clock leaves out time off the CPU between calls (trace.c). */
 extern int maya_cpu_clock;
 maya_call maya_enter(void);
+/* The end of a call that writes no record: the thread no longer counts as inside one. */
+void maya_leave(void);
 
 /* Fill and append a record; dur_ns is taken from the call.  The device is the
  * current one unless the caller sets it. */

@@ -7,6 +7,7 @@
  * FUNC record of its kernel the first time, so traces carry only the names
  * they use. */
 #include "maya.h"
+#include "rt.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -89,6 +90,7 @@ uint64_t maya_func_trace_id(maya_func *f) {
         maya_kernel_integer_params(dem, f);
         free(dem);
         maya_emit(&r);
+        maya_kernel_first_launch();
         __atomic_store_n(&f->func_id, next, __ATOMIC_RELEASE);
     }
     id = f->func_id;

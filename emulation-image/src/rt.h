@@ -44,8 +44,10 @@ void maya_thread_drives_device(void);
 /* The program waits for all work issued so far to drain (a communicator is
  * finalized or destroyed): observers see all of it complete from now on. */
 void maya_device_drained(void);
-/* A collective was issued: the next device drain lets observers catch up (stream.c). */
+/* A collective was issued, a kernel launched for the first time: the next device drain
+ * lets observers catch up (stream.c). */
 void maya_collective_issued(void);
+void maya_kernel_first_launch(void);
 void *maya_driver_lookup(const char *symbol);
 
 #endif

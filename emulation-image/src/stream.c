@@ -18,6 +18,7 @@
 #include "rt.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,9 +211,10 @@ static void observers_catch_up(void);
 /* The whole device has drained: observers see every event recorded so far
  * complete, and get to look before the program goes on (see events.md). */
 MAYA_EXPORT cudaError_t cudaDeviceSynchronize(void) {
-    record_simple(MK_DEVICE_SYNC, maya_enter(), NULL, 0, 0, 0);
+    maya_call c = maya_enter();
     maya_device_drained();
-    observers_catch_up();
+    observers_catch_up();  /* inside the call: its wait is no host delay of the program's */
+    record_simple(MK_DEVICE_SYNC, c, NULL, 0, 0, 0);
     return cudaSuccess;
 }
 
@@ -310,42 +312,55 @@ void maya_device_drained(void) {
 /* Observer polls (cudaEventQuery by a thread that never drives the device),
  * the wall time of the last one, and collectives issued since the observers
  * last caught up with a drain. */
-static uint64_t g_observer_polls, g_observer_last_ns, g_collectives_unseen;
+static uint64_t g_observer_polls, g_observer_last_ns, g_collectives_unseen, g_kernels_new;
 static int g_no_observer;  /* a drain waited in vain: no observer polls in this process */
 
 void maya_collective_issued(void) { __atomic_add_fetch(&g_collectives_unseen, 1, __ATOMIC_RELAXED); }
+void maya_kernel_first_launch(void) { __atomic_add_fetch(&g_kernels_new, 1, __ATOMIC_RELAXED); }
 
-static void nap_us(long us) {
-    struct timespec ts = {0, us * 1000};
-    nanosleep(&ts, NULL);
+static uint64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* After a drain that follows collectives, wait (off the CPU, which the trace
- * clock leaves out) until an observer has polled and its round of polls has
- * ended.  On a GPU a drain lasts the device's time, and the first steps last
- * seconds (module loading, communicator set-up), so torch's watchdog, polling
- * every 100 ms, has seen the collectives before them complete and handed
- * their tensors back before the program's next collective: DDP's first
- * buckets are freed at their rebuild in step 2 (measured on 2 x H100).  Here
- * a step lasts milliseconds, and the watchdog would poll at a random later
- * point, or not at all before the job ends.  A process with no observer
+static void observer_polled(void) {
+    __atomic_store_n(&g_observer_last_ns, monotonic_ns(), __ATOMIC_RELEASE);
+    __atomic_add_fetch(&g_observer_polls, 1, __ATOMIC_RELEASE);
+}
+
+/* After a drain that follows collectives and kernels launched for the first
+ * time, wait until an observer has polled and its round of polls has ended.
+ * On a GPU each first launch loads its kernel's module, so the first steps
+ * last seconds, and torch's watchdog, polling every 100 ms, has seen the
+ * collectives before such a drain complete and handed their tensors back
+ * before the program's next collective: DDP's first buckets are freed at
+ * their rebuild in step 2 (measured on 2 x H100).  Here a step lasts
+ * milliseconds, and the watchdog would poll at a random later point, or not
+ * at all before the job ends.  Steady steps launch no new kernels and do not
+ * wait.  The wait spins, yielding the CPU (the watchdog shares it): a thread
+ * that sleeps 100 ms a step runs its next step's host work 1.5 times slower
+ * on the emulating machine.  A process with no observer
  * (TORCH_NCCL_BLOCKING_WAIT=1) waits once, for MAYA_OBSERVER_WAIT_MS. */
 static void observers_catch_up(void) {
     static uint64_t wait_ns = UINT64_MAX;
     if (wait_ns == UINT64_MAX) wait_ns = env_ns("MAYA_OBSERVER_WAIT_MS", 1000000ull, OBSERVER_WAIT_NS);
-    if (g_no_observer || !__atomic_exchange_n(&g_collectives_unseen, 0, __ATOMIC_ACQ_REL)) return;
-    uint64_t polls = __atomic_load_n(&g_observer_polls, __ATOMIC_ACQUIRE), t0 = maya_now_ns();
+    if (__atomic_load_n(&g_no_observer, __ATOMIC_ACQUIRE) || !__atomic_load_n(&g_collectives_unseen, __ATOMIC_ACQUIRE) ||
+        !__atomic_exchange_n(&g_kernels_new, 0, __ATOMIC_ACQ_REL))
+        return;
+    __atomic_store_n(&g_collectives_unseen, 0, __ATOMIC_RELEASE);
+    uint64_t polls = __atomic_load_n(&g_observer_polls, __ATOMIC_ACQUIRE), t0 = monotonic_ns();
     while (__atomic_load_n(&g_observer_polls, __ATOMIC_ACQUIRE) == polls) {
-        if (maya_now_ns() - t0 >= wait_ns) {
-            g_no_observer = 1;
+        if (monotonic_ns() - t0 >= wait_ns) {
+            __atomic_store_n(&g_no_observer, 1, __ATOMIC_RELEASE);
             return;
         }
-        nap_us(200);
+        sched_yield();
     }
-    /* the round: queries microseconds apart, then its handling of what it saw */
-    while (maya_now_ns() - __atomic_load_n(&g_observer_last_ns, __ATOMIC_ACQUIRE) < OBSERVER_ROUND_NS &&
-           maya_now_ns() - t0 < wait_ns)
-        nap_us(200);
+    /* the round: queries microseconds apart, then the handling of what it saw */
+    while (monotonic_ns() - __atomic_load_n(&g_observer_last_ns, __ATOMIC_ACQUIRE) < OBSERVER_ROUND_NS &&
+           monotonic_ns() - t0 < wait_ns)
+        sched_yield();
 }
 
 static int observer_sees_done(const maya_event *e) {
@@ -363,13 +378,13 @@ MAYA_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) {
     maya_event *e = (maya_event *)event;
     if (!e) return maya_rt_error(cudaErrorInvalidResourceHandle);
     maya_call c = maya_enter();
-    if (!t_drives_device) {
-        __atomic_store_n(&g_observer_last_ns, maya_now_ns(), __ATOMIC_RELEASE);
-        __atomic_add_fetch(&g_observer_polls, 1, __ATOMIC_RELEASE);
-    }
+    if (!t_drives_device) observer_polled();
     int done = t_drives_device || observer_sees_done(e);
     if (!done) {  /* an observer polls on its own clock: record each wait once */
-        if (e->told_not_ready == e->version) return cudaErrorNotReady;
+        if (e->told_not_ready == e->version) {
+            maya_leave();  /* else the observer, asleep until its next poll, holds off the CPU clock */
+            return cudaErrorNotReady;
+        }
         e->told_not_ready = e->version;
     }
     maya_rec r;

@@ -131,6 +131,14 @@ maya_call maya_enter(void) {
     return c;
 }
 
+void maya_leave(void) {
+    if (!maya_cpu_clock) return;
+    pthread_mutex_lock(&g_clock_lock);
+    if (t_inside) g_inside--;
+    t_inside = 0;
+    pthread_mutex_unlock(&g_clock_lock);
+}
+
 /* The end of a recorded call that started at trace time t0: where the next host delay starts. */
 static void call_ended(uint64_t t0) {
     if (!maya_cpu_clock) return;

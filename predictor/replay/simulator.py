@@ -84,6 +84,7 @@ _DEVICE_WORK = [int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.BLA
 _SKIPPED = [int(k) for k in (Kind.STRING, Kind.FUNC, Kind.THREAD, Kind.NOTE, Kind.DEVICE_TIME, Kind.APPROXIMATED,
                               Kind.CONT)]
 _HOST_WAITS = [int(k) for k in (Kind.STREAM_SYNC, Kind.DEVICE_SYNC, Kind.EVENT_SYNC, Kind.COLL)]
+_DRIVES = [*_DEVICE_WORK, *_HOST_WAITS, int(Kind.EVENT_RECORD), int(Kind.STREAM_WAIT_EVENT)]  # a thread's part in the program
 
 _WAITS = {ON_OP: "a blocking copy", ON_STREAM: "a stream synchronisation",
           ON_DEVICE: "a device synchronisation", ON_EVENT: "an event synchronisation"}
@@ -116,9 +117,15 @@ class RankResult:
 
 
 def replay_order(trace: Trace) -> npt.NDArray[np.int64]:
-    """Records to replay: all but bookkeeping and captured ones, in host time order (stable)."""
+    """Records to replay: all but bookkeeping, captured ones and an observer's, in host time order
+    (stable).
+
+    An observer is a thread that gives the device no work and never waits for it, only polls
+    events (torch's NCCL watchdog): on a GPU server it runs on a core of its own beside the
+    program, which it does not hold up."""
     recs = trace.records
     keep = ~np.isin(recs["kind"], _SKIPPED) & ((recs["flags"] & Flag.CAPTURED) == 0)
+    keep &= np.isin(recs["thread"], np.unique(recs["thread"][np.isin(recs["kind"], _DRIVES)]))
     idx = np.flatnonzero(keep)
     return idx[np.argsort(recs["t_ns"][idx], kind="stable")]
 
