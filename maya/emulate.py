@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from maya import catalog, cpu_probe
+from maya import catalog, cpu_probe, other_work
 from maya.summary import render, summarize
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -167,7 +167,9 @@ def emulate(opts: EmulateOptions) -> int:
     probe_env = {**env, "MAYA_RUN_ID": f"{run_id}-probe"}
     try:
         probe_ns = given if given is not None else cpu_probe.measure(probe_env, cpu=cpu)
+        before = other_work.sample()
         code = _run(opts.command, env)
+        taken = other_work.share(before, other_work.sample())
         if given is None:  # a disturbed reading: once more
             probe_ns = cpu_probe.steadier(probe_ns, lambda: cpu_probe.measure(probe_env, cpu=cpu))
     finally:
@@ -188,8 +190,11 @@ def emulate(opts: EmulateOptions) -> int:
     summary["run_id"] = run_id
     summary["host_probe_ns"] = probe_ns  # maya.cpu_probe: the emulating CPU's speed
     summary["emulating_cpus"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    summary["other_work_cpu_share"] = taken  # maya.other_work: the emulating CPUs' time others took
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     for line in render(summary):
+        print(line, file=sys.stderr)
+    if line := other_work.warning(taken):
         print(line, file=sys.stderr)
     print(f"maya: traces and summary.json in {opts.out}", file=sys.stderr)
     return code

@@ -246,6 +246,10 @@ def test_exit_code_passes_through(exits_7: EmulatedRun) -> None:
     assert exits_7.summary["exit_code"] == 7
     # The probe reading given (tests/conftest.py) stands for the probe's.
     assert exits_7.summary["host_probe_ns"] == float(os.environ["MAYA_HOST_PROBE_NS"])
+    # What other work took of the emulating CPUs meanwhile (maya.other_work): a share, or None for a run
+    # too short to say.
+    taken = exits_7.summary["other_work_cpu_share"]
+    assert taken is None or 0.0 <= taken <= 1.0
 
 
 @pytest.mark.emulation
