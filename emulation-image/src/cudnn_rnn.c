@@ -3,13 +3,16 @@
  *
  * torch builds its parameter tensors as views into the weight space, at the
  * addresses cudnnGetRNNWeightParams returns, and checks that the matrices of
- * one pseudo-layer (and its biases) follow each other without gaps; so the
- * weight space is laid out as cuDNN documents it: pseudo-layers in order
- * (layer 0 forward, layer 0 backward, layer 1 forward, ...), in each the
- * matrices by linear-layer id (input weights of every gate, recurrent weights
- * of every gate, then the LSTM projection), then the biases by linear-layer id.
- * Whether real cuDNN pads between pseudo-layers is not known here: none is
- * added, so the size is the documented parameter count times the element size.
+ * one pseudo-layer (and its biases) follow each other without gaps.  The
+ * weight space holds pseudo-layers in order (layer 0 forward, layer 0
+ * backward, layer 1 forward, ...), in each the matrices by cuDNN's
+ * linear-layer ids (input weights of every gate, recurrent weights of every
+ * gate, then the LSTM projection), then the biases by linear-layer id.  The
+ * ids and shapes are cuDNN's documented ones; that the biases follow each
+ * pseudo-layer's matrices (rather than all matrices of all layers) and that
+ * no padding separates pseudo-layers are assumptions torch accepts either way,
+ * unverified against real cuDNN.  The size is the parameter count times the
+ * element size.
  *
  * Workspace and reserve-space sizes are formulas (rnn_temp_sizes): cuDNN does
  * not document them and no GPU measured them for this emulation, so every
