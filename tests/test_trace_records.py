@@ -6,7 +6,7 @@ Covers, by parsing the C sources rather than restating them:
   ``MAYA_KERNEL_INTS``);
 - blas.h: the ``BX_*`` continuation words in order, their count, ``BLAS_NO_TYPE``;
 - dnn.h: the ``DNN_F_*`` flag bits, the ``DNN_LAYOUT_*`` codes, and the SDPA and convolution
-  parameter blocks' field order (``dnn_sdpa``, ``dnn_conv``);
+  parameter blocks' field order (``dnn_sdpa``, ``dnn_conv``, ``dnn_rnn``);
 - the packed head words as the C writers build them (``r.a[i] = x | y << s ...`` in registry.c,
   blas_op.c, cudnn.c, nccl.c, memory_api.c): every packed field has a decoder with its shift and
   mask, and no decoder reads a field the writer does not pack;
@@ -118,6 +118,7 @@ def test_dnn_flags_layouts_and_parameter_blocks_are_dnn_h_s() -> None:
     assert tuple(name for _, name, n in conv if n == 1) == R.CONV_PARAMS
     assert tuple(name for _, name, n in conv if n == 3) == R.CONV_DIM
     assert len(R.CONV_PARAMS) + 3 * len(R.CONV_DIM) <= int(_define(h, "DNN_MAX_PARAMS"))
+    assert tuple(name for _, name, _ in _struct(h, "dnn_rnn")) == R.RNN_PARAMS
 
 
 # (source, a-word, C operand -> decoder): the head words that pack several fields.

@@ -1,5 +1,5 @@
 /* cuDNN emulation: handles, versions, errors, the MK_DNN record, and the
- * legacy (descriptor + call) API.
+ * legacy (descriptor + call) API (its RNN part is cudnn_rnn.c).
  *
  * The version reported is the one of the installed headers (9.19 with
  * torch 2.11.0+cu130), so torch and the cudnn-frontend compiled into it pick
@@ -189,14 +189,6 @@ MAYA_EXPORT void cudnnGetLastErrorString(char *message, size_t max_size)
 
 /* ----------------------------------------------------------- descriptors */
 
-#define DNN_MAXD 8
-
-struct cudnnTensorStruct {
-    cudnnDataType_t dtype;
-    int nd;
-    int dims[DNN_MAXD], strides[DNN_MAXD];
-};
-
 struct cudnnFilterStruct {
     cudnnDataType_t dtype;
     cudnnTensorFormat_t format;
@@ -233,8 +225,6 @@ struct cudnnDropoutStruct {
 
 struct cudnnSpatialTransformerStruct { int nd; int dims[DNN_MAXD]; cudnnDataType_t dtype; };
 struct cudnnCTCLossStruct { cudnnDataType_t compute; int max_label; };
-struct cudnnRNNStruct { int hidden, layers, input; cudnnRNNMode_t mode; };
-struct cudnnRNNDataStruct { int max_seq, batch, vec; cudnnDataType_t dtype; };
 
 #define DESC_API(Name, Type)                                                     \
     MAYA_EXPORT cudnnStatus_t cudnnCreate##Name##Descriptor(Type *d)              \
@@ -258,8 +248,6 @@ DESC_API(Pooling, cudnnPoolingDescriptor_t)
 DESC_API(Dropout, cudnnDropoutDescriptor_t)
 DESC_API(SpatialTransformer, cudnnSpatialTransformerDescriptor_t)
 DESC_API(CTCLoss, cudnnCTCLossDescriptor_t)
-DESC_API(RNN, cudnnRNNDescriptor_t)
-DESC_API(RNNData, cudnnRNNDataDescriptor_t)
 
 MAYA_EXPORT cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t t, cudnnDataType_t dataType, int nbDims,
                                                      const int dimA[], const int strideA[])
@@ -1004,7 +992,7 @@ MAYA_EXPORT cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnP
     return CUDNN_STATUS_SUCCESS;
 }
 
-/* ----------------------------------------- not emulated: RNN, CTC, spatial TF */
+/* ----------------------------------------- not emulated: CTC, spatial TF (RNN: cudnn_rnn.c) */
 
 MAYA_EXPORT cudnnStatus_t cudnnSetSpatialTransformerNdDescriptor(cudnnSpatialTransformerDescriptor_t st,
                                                                  cudnnSamplerType_t samplerType,
@@ -1040,36 +1028,6 @@ MAYA_EXPORT cudnnStatus_t cudnnSetCTCLossDescriptor_v9(cudnnCTCLossDescriptor_t 
     return CUDNN_STATUS_SUCCESS;
 }
 
-MAYA_EXPORT cudnnStatus_t cudnnSetRNNDescriptor_v8(cudnnRNNDescriptor_t d, cudnnRNNAlgo_t algo,
-                                                   cudnnRNNMode_t cellMode, cudnnRNNBiasMode_t biasMode,
-                                                   cudnnDirectionMode_t dirMode, cudnnRNNInputMode_t inputMode,
-                                                   cudnnDataType_t dataType, cudnnDataType_t mathPrec,
-                                                   cudnnMathType_t mathType, int32_t inputSize, int32_t hiddenSize,
-                                                   int32_t projSize, int32_t numLayers,
-                                                   cudnnDropoutDescriptor_t dropoutDesc, uint32_t auxFlags)
-{
-    if (!d)
-        return CUDNN_STATUS_BAD_PARAM;
-    d->mode = cellMode;
-    d->input = inputSize;
-    d->hidden = hiddenSize;
-    d->layers = numLayers;
-    return CUDNN_STATUS_SUCCESS;
-}
-
-MAYA_EXPORT cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t d, cudnnDataType_t dataType,
-                                                    cudnnRNNDataLayout_t layout, int maxSeqLength, int batchSize,
-                                                    int vectorSize, const int seqLengthArray[], void *paddingFill)
-{
-    if (!d)
-        return CUDNN_STATUS_BAD_PARAM;
-    d->dtype = dataType;
-    d->max_seq = maxSeqLength;
-    d->batch = batchSize;
-    d->vec = vectorSize;
-    return CUDNN_STATUS_SUCCESS;
-}
-
 #define UNSUPPORTED(name, proto)                 \
     MAYA_EXPORT cudnnStatus_t name proto          \
     {                                            \
@@ -1077,32 +1035,6 @@ MAYA_EXPORT cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t d, 
         return CUDNN_STATUS_NOT_SUPPORTED;       \
     }
 
-UNSUPPORTED(cudnnGetRNNWeightSpaceSize, (cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, size_t *weightSpaceSize))
-UNSUPPORTED(cudnnGetRNNTempSpaceSizes, (cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, cudnnForwardMode_t fwdMode,
-                                        cudnnRNNDataDescriptor_t xDesc, size_t *workSpaceSize, size_t *reserveSpaceSize))
-UNSUPPORTED(cudnnGetRNNWeightParams, (cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, int32_t pseudoLayer,
-                                      size_t weightSpaceSize, const void *weightSpace, int32_t linLayerID,
-                                      cudnnTensorDescriptor_t mDesc, void **mAddr, cudnnTensorDescriptor_t bDesc,
-                                      void **bAddr))
-UNSUPPORTED(cudnnRNNForward, (cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, cudnnForwardMode_t fwdMode,
-                              const int32_t devSeqLengths[], cudnnRNNDataDescriptor_t xDesc, const void *x,
-                              cudnnRNNDataDescriptor_t yDesc, void *y, cudnnTensorDescriptor_t hDesc, const void *hx,
-                              void *hy, cudnnTensorDescriptor_t cDesc, const void *cx, void *cy,
-                              size_t weightSpaceSize, const void *weightSpace, size_t workSpaceSize, void *workSpace,
-                              size_t reserveSpaceSize, void *reserveSpace))
-UNSUPPORTED(cudnnRNNBackwardData_v8, (cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, const int32_t devSeqLengths[],
-                                      cudnnRNNDataDescriptor_t yDesc, const void *y, const void *dy,
-                                      cudnnRNNDataDescriptor_t xDesc, void *dx, cudnnTensorDescriptor_t hDesc,
-                                      const void *hx, const void *dhy, void *dhx, cudnnTensorDescriptor_t cDesc,
-                                      const void *cx, const void *dcy, void *dcx, size_t weightSpaceSize,
-                                      const void *weightSpace, size_t workSpaceSize, void *workSpace,
-                                      size_t reserveSpaceSize, void *reserveSpace))
-UNSUPPORTED(cudnnRNNBackwardWeights_v8, (cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, cudnnWgradMode_t addGrad,
-                                         const int32_t devSeqLengths[], cudnnRNNDataDescriptor_t xDesc, const void *x,
-                                         cudnnTensorDescriptor_t hDesc, const void *hx, cudnnRNNDataDescriptor_t yDesc,
-                                         const void *y, size_t weightSpaceSize, void *dweightSpace,
-                                         size_t workSpaceSize, void *workSpace, size_t reserveSpaceSize,
-                                         void *reserveSpace))
 UNSUPPORTED(cudnnCTCLoss, (cudnnHandle_t handle, const cudnnTensorDescriptor_t probsDesc, const void *probs,
                            const int hostLabels[], const int hostLabelLengths[], const int hostInputLengths[],
                            void *costs, const cudnnTensorDescriptor_t gradientsDesc, void *gradients,

@@ -1,8 +1,8 @@
-/* Private to the cuDNN emulation (cudnn.c, cudnn_backend.c, cudnn_kernels.c).
+/* Private to the cuDNN emulation (cudnn.c, cudnn_rnn.c, cudnn_backend.c, cudnn_kernels.c).
  *
- * cudnn.c owns handles, versions and the legacy API; cudnn_backend.c owns the
- * backend (graph) descriptors; cudnn_kernels.c names the kernels a real H100
- * would launch.  All compute calls end in dnn_emit(), which writes one MK_DNN
+ * cudnn.c owns handles, versions and the legacy API; cudnn_rnn.c its RNN part;
+ * cudnn_backend.c owns the backend (graph) descriptors; cudnn_kernels.c names
+ * the kernels a real H100 would launch.  All compute calls end in dnn_emit(), which writes one MK_DNN
  * record (layout in docs/dnn.md).
  */
 #ifndef MAYA_DNN_H
@@ -22,6 +22,15 @@ struct cudnnContext {
 };
 
 int dnn_handle_ok(cudnnHandle_t h);
+
+/* Legacy tensor descriptor (shared with cudnn_rnn.c, which fills and clears them). */
+#define DNN_MAXD 8
+
+struct cudnnTensorStruct {
+    cudnnDataType_t dtype;
+    int nd;
+    int dims[DNN_MAXD], strides[DNN_MAXD];
+};
 
 /* Head word a[2] of a DNN record. */
 enum {
@@ -71,8 +80,17 @@ typedef struct {
     int64_t in[3], filt[3], out[3], pad[3], stride[3], dil[3];
 } dnn_conv;
 
+/* An RNN call (cudnn_rnn.c): cell mode (cudnnRNNMode_t), algorithm, physical layers, directions,
+ * input, hidden and projection sizes, longest sequence, batch, tokens (sum of the sequence lengths),
+ * bias mode, math type (cudnnMathType_t), reserve-space bytes, dropout between layers. */
+typedef struct {
+    int64_t mode, algo, layers, dirs, input, hidden, proj, seq, batch, tokens, bias, math, reserve;
+    double dropout;
+} dnn_rnn;
+
 void dnn_sdpa_params(dnn_record *d, const dnn_sdpa *s);
 void dnn_conv_params(dnn_record *d, const dnn_conv *cv);
+void dnn_rnn_params(dnn_record *d, const dnn_rnn *r); /* cudnn_rnn.c */
 
 /* Kernel names (cudnn_kernels.c). dir: 0 fprop, 1 dgrad, 2 wgrad. */
 void dnn_kernels_sdpa(dnn_record *d, const dnn_sdpa *s, int backward, int dtype);

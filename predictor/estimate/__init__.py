@@ -4,6 +4,7 @@
 - :mod:`~maya.predictor.estimate.kernel_names`: what a kernel's name says (class, element type...);
 - :mod:`~maya.predictor.estimate.work`: an operation's family, domain, FLOPs and bytes;
 - :mod:`~maya.predictor.estimate.roofline`: a catalog GPU's time for some FLOPs and bytes at its peaks;
+- :mod:`~maya.predictor.estimate.rnn`: a cuDNN RNN call as the GEMMs and pointwise kernels it amounts to;
 - :mod:`~maya.predictor.estimate.features`: the numbers the models are fitted on;
 - :mod:`~maya.predictor.estimate.fit`: fitting one family's model;
 - :mod:`~maya.predictor.estimate.estimators`: the fitted estimators of a GPU and their estimates;

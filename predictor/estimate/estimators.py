@@ -19,6 +19,11 @@ An operation is estimated, in this order of confidence:
    API or math type, cuDNN operation; every collective), by the roofline time
    scaled by the family's median efficiency on the profiled GPU (``fallback``).
 
+A cuDNN RNN call, which no profile measures, is the sum of the equivalent
+work of :mod:`maya.predictor.estimate.rnn`: its GEMMs estimated as BLAS
+calls, its pointwise kernels at the memory family's calibrated per-kernel
+cost (``derived``, below ``scaled`` and above ``fallback``).
+
 Estimators fitted on one GPU estimate for another of the same architecture
 (compute capability) by the ratio of the two GPUs' roofline times
 (``scaled``); for another architecture only the calibrated roofline is used
@@ -48,11 +53,13 @@ from maya.predictor.estimate.fit import (
     training_points,
 )
 from maya.predictor.estimate.profiles import ProfileRow
+from maya.predictor.estimate.rnn import is_rnn
+from maya.predictor.estimate.rnn import parts as rnn_parts
 from maya.predictor.estimate.roofline import roofline_ns
 from maya.predictor.estimate.work import FITTED, domain, family, work
 from maya.predictor.trace.ops import Op
 
-Confidence = Literal["measured", "fitted", "scaled", "fallback"]
+Confidence = Literal["measured", "fitted", "scaled", "derived", "fallback"]
 
 
 @dataclass(frozen=True)
@@ -127,12 +134,28 @@ class Estimators:
         out: list[Estimate | None] = [self._memo.get(op.signature()) for op in ops]
         todo: dict[str, list[int]] = defaultdict(list)
         for i, op in enumerate(ops):
-            if out[i] is None:
+            if out[i] is None and is_rnn(op) and op.signature() not in self.measured:
+                out[i] = self._memo[op.signature()] = self._estimate_rnn(op)
+            elif out[i] is None:
                 todo[family(op)].append(i)
         for fam, idx in todo.items():
             for i, e in zip(idx, self._estimate_family(fam, [ops[i] for i in idx]), strict=True):
                 out[i] = self._memo[ops[i].signature()] = e
         return [e for e in out if e is not None]
+
+    def _estimate_rnn(self, op: Op) -> Estimate:
+        """An RNN call as its GEMMs (estimated as BLAS calls) plus its pointwise kernels, each at
+        the memory family's calibrated cost for a kernel of its bytes (the roofline fallback's)."""
+        p = rnn_parts(op)
+        gemm_ops = [g for g, _ in p.gemms]
+        ns = sum(e.ns * n for e, (_, n) in zip(self.estimate_many(gemm_ops), p.gemms, strict=True))
+        fits = self.borrowed["memory"] if "memory" in self.borrowed else self
+        fit = fits.families.get("memory")
+        floor = fit.floor_ns if fit else DEFAULT_FLOOR_NS
+        efficiency = fit.efficiency if fit else 1.0
+        dst = catalog.lookup(self.gpu)
+        ns += sum(n * efficiency * (floor + roofline_ns(w, dst)) for w, n in p.pointwise)
+        return Estimate(ns, "rnn:derived", "derived", family(op))
 
     def _estimate_family(self, fam: str, ops: Sequence[Op]) -> list[Estimate]:
         if fam in self.borrowed:

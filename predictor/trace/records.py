@@ -253,6 +253,12 @@ BATCHNORM_PARAMS = ("n", "c", "spatial", "mode", "ops", "epsilon", "factor", "re
 POOLING_PARAMS = ("in_elems", "out_elems", "window_h", "window_w", "stride_h", "stride_w")
 DROPOUT_PARAMS = ("elems", "probability")
 DROPOUT_INIT_PARAMS = ("states_bytes", "seed")
+# rnn_fwd, rnn_bwd_data, rnn_bwd_weights (dnn_rnn): cudnnRNNMode_t, cudnnRNNAlgo_t, physical layers,
+# directions, input/hidden/projection sizes (proj 0: none), longest sequence, batch, sum of the
+# sequence lengths, cudnnRNNBiasMode_t, cudnnMathType_t, reserve-space bytes, dropout (double bits).
+RNN_PARAMS = ("mode", "algo", "layers", "dirs", "input", "hidden", "proj", "seq", "batch", "tokens", "bias", "math",
+              "reserve", "dropout")
+RNN_MODES = {0: "relu", 1: "tanh", 2: "lstm", 3: "gru"}  # cudnnRNNMode_t
 
 
 def param(params: Sequence[int], i: int) -> int:
@@ -305,3 +311,28 @@ class Conv:
         return cls(n, c, k, max(groups, 1), tuple(max(d["in"], 1) for d in dims),
                    tuple(max(d["filt"], 1) for d in dims), tuple(max(d["out"], 1) for d in dims),
                    tuple(max(d["stride"], 1) for d in dims))
+
+
+@dataclass(frozen=True)
+class Rnn:
+    """The shape of an ``rnn_*`` DNN record (sizes of 0 read as 1 where they multiply; ``proj`` 0: none)."""
+
+    mode: str
+    layers: int
+    dirs: int
+    input: int
+    hidden: int
+    proj: int
+    seq: int
+    batch: int
+    tokens: int
+    math_type: int
+    dropout: float
+
+    @classmethod
+    def decode(cls, params: Sequence[int]) -> Rnn:
+        p = {name: param(params, i) for i, name in enumerate(RNN_PARAMS)}
+        seq, batch = max(p["seq"], 1), max(p["batch"], 1)
+        return cls(mode=RNN_MODES.get(p["mode"], "tanh"), layers=max(p["layers"], 1), dirs=max(p["dirs"], 1),
+                   input=max(p["input"], 1), hidden=max(p["hidden"], 1), proj=p["proj"], seq=seq, batch=batch,
+                   tokens=p["tokens"] or seq * batch, math_type=p["math"], dropout=double(p["dropout"]))

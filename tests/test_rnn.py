@@ -1,0 +1,91 @@
+"""cuDNN RNN emulation (emulation-image/src/cudnn_rnn.c; docs/dnn.md).
+
+Covers, with one small torch script run under the interposer (shared by the tests):
+- ``nn.LSTM`` (2 layers, bidirectional, inter-layer dropout; and with a
+  projection, batch first), ``nn.GRU`` (also on a packed batch) and ``nn.RNN``
+  training steps run to completion: torch builds its parameter views
+  from the addresses ``cudnnGetRNNWeightParams`` returns and checks their
+  layout itself (``flatten_parameters``, the forward's weight-buffer check and
+  the backward pass would fail on a gap, an overlap or a wrong size);
+- the weight space is exactly the parameter count torch expects (the flat
+  buffer's size is checked in the script);
+- each module records ``rnn_fwd``, ``rnn_bwd_data`` and ``rnn_bwd_weights``
+  DNN records with mode, layers, directions, projection, input, hidden,
+  sequence length, batch, tokens (fewer than seq x batch when packed), the reserve-space size and the dropout probability, and
+  asynchronous on the handle's stream;
+- the reserve space follows the documented formula (LSTM: 5 hidden vectors per
+  pseudo-layer plus each non-last layer's output, per time step and batch row);
+- the temporary-space sizes are reported approximated, no cuDNN call is
+  unsupported, and the summary reports a peak memory.
+"""
+
+from __future__ import annotations
+
+import pytest
+from emulated import requires_library, run_emulated
+from test_dnn import F_TRAINING, as_double, dnn_records, unsupported
+
+from maya.predictor.trace import Flag, read_trace
+
+pytestmark = pytest.mark.emulation
+
+SCRIPT = """
+import torch, torch.nn as nn
+from torch.nn.utils.rnn import pack_padded_sequence
+S, B, I, H = 7, 3, 10, 16
+for cls, kw in ((nn.LSTM, dict(num_layers=2, bidirectional=True, dropout=0.25)), (nn.GRU, {}), (nn.RNN, {}),
+                (nn.LSTM, dict(num_layers=2, bidirectional=True, proj_size=8, batch_first=True))):
+    m = cls(I, H, **kw).cuda()
+    x = torch.randn(*((B, S) if kw.get("batch_first") else (S, B)), I, device="cuda", requires_grad=True)
+    out, _ = m(x)
+    out.sum().backward()
+    flat = m._flat_weights[0].untyped_storage().nbytes() // 4
+    assert flat == sum(p.numel() for p in m.parameters()), (flat, sum(p.numel() for p in m.parameters()))
+    assert all(p.grad is not None for p in m.parameters())
+    assert x.grad is not None
+g = nn.GRU(I, H).cuda()
+out, _ = g(pack_padded_sequence(torch.randn(S, B, I, device="cuda"), [7, 5, 2]))
+out.data.sum().backward()
+torch.cuda.synchronize()
+"""
+
+LSTM, GRU, RNN_TANH = 2, 3, 1
+PARAMS = ("mode", "algo", "layers", "dirs", "input", "hidden", "proj", "seq", "batch", "tokens", "bias", "math",
+          "reserve", "dropout")
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory):
+    run = run_emulated(SCRIPT, tmp_path_factory.mktemp("rnn"))
+    assert run.returncode == 0, run.output
+    return run
+
+
+@requires_library
+def test_rnn_training_runs_with_cudnn_layout(emulated):
+    trace = read_trace(emulated.trace_path())
+    assert not [u for u in unsupported(trace) if u.startswith("cudnn")]
+    assert emulated.rank0["peak_allocated_bytes"] > 0
+    approximated = emulated.rank0["approximated"]
+    assert any(k.startswith("cudnnGetRNNTempSpaceSizes") for k in approximated), approximated
+
+
+@requires_library
+def test_rnn_records_carry_the_shape(emulated):
+    recs = [r for r in dnn_records(read_trace(emulated.trace_path())) if r["op"].startswith("rnn_")]
+    # (mode, layers, directions, projection, tokens, dropout) of each module, in script order.
+    expected = [(LSTM, 2, 2, 0, 21, 0.25), (GRU, 1, 1, 0, 21, 0.0), (RNN_TANH, 1, 1, 0, 21, 0.0),
+                (LSTM, 2, 2, 8, 21, 0.0), (GRU, 1, 1, 0, 14, 0.0)]
+    assert [r["op"] for r in recs] == ["rnn_fwd", "rnn_bwd_data", "rnn_bwd_weights"] * len(expected)
+    for i, r in enumerate(recs):
+        mode, layers, dirs, proj, tokens, dropout = expected[i // 3]
+        p = dict(zip(PARAMS, r["params"], strict=True))
+        assert (p["mode"], p["layers"], p["dirs"], p["proj"], p["tokens"]) == (mode, layers, dirs, proj, tokens)
+        assert (p["input"], p["hidden"], p["seq"], p["batch"]) == (10, 16, 7, 3)
+        assert as_double(p["dropout"]) == dropout
+        assert r["flags"] & Flag.ASYNC and r["dtype"] == 0 and r["bits"] & F_TRAINING
+        # Reserve: per step and row, cell vectors per pseudo-layer (LSTM 5, GRU 6, RNN 1)
+        # plus the outputs of every layer but the last, in fp32.
+        cell = {LSTM: 5, GRU: 6, RNN_TANH: 1}[mode]
+        out = proj or 16
+        assert p["reserve"] == 7 * 3 * (layers * dirs * cell * 16 + (layers - 1) * dirs * out) * 4, (i, p)
