@@ -295,6 +295,9 @@ def _cmd_estimators(args: argparse.Namespace) -> int:
         for fam, info in est.summary().items():
             lent = est.borrowed.get(fam)
             print(f"  {fam:10} {info['n']:6} points  " + (f"from {lent.source}, scaled" if lent else info["choice"]))
+        for fam, by_domain in est.borrowed_domains.items():
+            for dom, lender in sorted(by_domain.items()):
+                print(f"  {fam:10} {dom}: from {lender.source}, scaled (too few points of its own)")
         return 0
     report = estimators.evaluate(gpu)
     if args.json:

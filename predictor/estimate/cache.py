@@ -15,6 +15,7 @@ import json
 import os
 import pickle
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import metadata
@@ -27,7 +28,7 @@ from maya.catalog import GPU
 from maya.predictor.estimate.estimators import Estimators
 from maya.predictor.estimate.fit import median_points, training_points
 from maya.predictor.estimate.profiles import ProfileRow, load_profiles, table_paths
-from maya.predictor.estimate.work import FITTED
+from maya.predictor.estimate.work import FITTED, domain
 from maya.predictor.trace import ops as _ops
 from maya.predictor.trace import records as _records
 
@@ -111,19 +112,20 @@ def cached_fit(gpu: GPU, purpose: str, table: Table, directory: Path | None) -> 
     return est
 
 
-def family_sizes(gpu: GPU, table: Table, directory: Path | None) -> dict[str, int]:
-    """Training points per family of ``table``, as a fit would have them, without fitting (kept
-    beside the fits): what decides whether another GPU borrows from this one."""
+def domain_sizes(gpu: GPU, table: Table, directory: Path | None) -> dict[str, dict[str, int]]:
+    """Training points per family and domain of ``table`` (family -> domain -> count), as a fit
+    would have them, without fitting (kept beside the fits): what decides whether another GPU
+    borrows from this one."""
     path = _cache_path(gpu, "sizes", table, directory, ".json")
     if path.is_file():
         try:
-            return {str(f): int(n) for f, n in json.loads(path.read_text()).items()}
+            return {str(f): {str(d): int(n) for d, n in by_domain.items()}
+                    for f, by_domain in json.loads(path.read_text()).items()}
         except (ValueError, AttributeError):  # an unreadable file: count again
             pass
     points = median_points(r for r in table.rows() if not r.source.startswith("held-out:"))
     by_family = training_points(points)
-    sizes = {fam: len(by_family.get(fam, [])) for fam in FITTED}
+    sizes = {fam: dict(Counter(domain(p.op) for p in by_family.get(fam, []))) for fam in FITTED}
     with _replacing(path) as f:
         f.write(json.dumps(sizes, sort_keys=True).encode())
     return sizes
-

@@ -25,10 +25,15 @@ calls, its pointwise kernels at the memory family's calibrated per-kernel
 cost (``derived``, below ``scaled`` and above ``fallback``).
 
 Estimators fitted on one GPU estimate for another of the same architecture
-(compute capability) by the ratio of the two GPUs' roofline times
-(``scaled``); for another architecture only the calibrated roofline is used
-(``fallback``).  Which GPU lends its fits is :mod:`maya.predictor.estimate.loading`'s
-choice; fits are kept by :mod:`maya.predictor.estimate.cache`.
+(compute capability) by a speed-up (``scaled``): the one both GPUs measured
+on the same operations of the domain or family
+(:mod:`maya.predictor.estimate.speedup`) where the other GPU has profiles,
+else the ratio of the two GPUs' roofline times; for another architecture
+only the calibrated roofline is used (``fallback``).  An operation measured
+on the GPU itself keeps its measured time even in a borrowed family.  Which
+GPU lends its fits, and which families and domains, is
+:mod:`maya.predictor.estimate.loading`'s choice; fits are kept by
+:mod:`maya.predictor.estimate.cache`.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from maya.predictor.estimate.profiles import ProfileRow
 from maya.predictor.estimate.rnn import is_rnn
 from maya.predictor.estimate.rnn import parts as rnn_parts
 from maya.predictor.estimate.roofline import roofline_ns
+from maya.predictor.estimate.speedup import Speedups
 from maya.predictor.estimate.work import FITTED, domain, family, work
 from maya.predictor.trace.ops import Op
 
@@ -89,11 +95,15 @@ class Estimators:
         self.fit_seconds = fit_seconds
         self.cache_hit = False
         self.borrowed: dict[str, Estimators] = {}  # family -> another GPU's estimators, for families without data
+        # family -> domain -> another GPU's estimators, for domains without data in a family fitted here
+        self.borrowed_domains: dict[str, dict[str, Estimators]] = {}
+        # how much faster ``gpu`` runs work than ``source``, as both measured it (empty: not measured)
+        self.speedups = Speedups()
         self._memo: dict[tuple[Any, ...], Estimate] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_memo"], state["borrowed"] = {}, {}
+        state["_memo"], state["borrowed"], state["borrowed_domains"], state["speedups"] = {}, {}, {}, Speedups()
         return state
 
     @classmethod
@@ -157,9 +167,33 @@ class Estimators:
         ns += sum(n * efficiency * (floor + roofline_ns(w, dst)) for w, n in p.pointwise)
         return Estimate(ns, "rnn:derived", "derived", family(op))
 
+    def _lender(self, fam: str, op: Op) -> Estimators | None:
+        """The GPU that estimates ``op`` (of family ``fam``) for this one, if it is not this one's
+        fit: none for an operation measured here."""
+        if op.signature() in self.measured:
+            return None
+        lender = self.borrowed.get(fam)
+        if lender is None and fam in self.borrowed_domains:
+            lender = self.borrowed_domains[fam].get(domain(op))
+        return lender
+
     def _estimate_family(self, fam: str, ops: Sequence[Op]) -> list[Estimate]:
-        if fam in self.borrowed:
-            return self.borrowed[fam]._estimate_family(fam, ops)
+        if fam not in self.borrowed and fam not in self.borrowed_domains:
+            return self._own_estimates(fam, ops)
+        found: list[Estimate | None] = [None] * len(ops)
+        groups: dict[int, tuple[Estimators, list[int]]] = {}
+        for i, op in enumerate(ops):
+            lender = self._lender(fam, op) or self
+            groups.setdefault(id(lender), (lender, []))[1].append(i)
+        for lender, idx in groups.values():
+            sub = [ops[i] for i in idx]
+            estimates = self._own_estimates(fam, sub) if lender is self else lender._estimate_family(fam, sub)
+            for i, e in zip(idx, estimates, strict=True):
+                found[i] = e
+        return [e for e in found if e is not None]
+
+    def _own_estimates(self, fam: str, ops: Sequence[Op]) -> list[Estimate]:
+        """Estimates from this object's own fits (``source``'s), carried over to ``gpu``."""
         src, dst = catalog.lookup(self.source), catalog.lookup(self.gpu)
         fit = self.families.get(fam)
         floor = fit.floor_ns if fit else DEFAULT_FLOOR_NS
@@ -191,8 +225,12 @@ class Estimators:
             if e.confidence == "fallback":
                 scaled.append(e)
             elif same_arch:
-                w = work(op)
-                ratio = (floor + roofline_ns(w, dst)) / (floor + roofline_ns(w, src))
+                measured_speedup = self.speedups.of(fam, op, e.ns)
+                if measured_speedup is not None:
+                    ratio = 1.0 / measured_speedup
+                else:
+                    w = work(op)
+                    ratio = (floor + roofline_ns(w, dst)) / (floor + roofline_ns(w, src))
                 scaled.append(Estimate(e.ns * ratio, "scaled:" + e.estimator, "scaled", fam))
             else:
                 ns = efficiency * (floor + roofline_ns(work(op), dst))

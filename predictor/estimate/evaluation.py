@@ -66,8 +66,10 @@ def evaluate(gpu: str, *, profiles: Sequence[ProfileRow] | None = None, cache: P
     (``example:*`` rows of test signatures and every ``held-out:*`` row,
     weighted by occurrences ``n``), the share of kernel time not left to the
     roofline fallback (coverage: measured, fitted, or fitted on a GPU of the
-    same architecture and scaled) and the time-weighted error.  Families the
-    GPU has too few points of are borrowed as :func:`load` does.
+    same architecture and scaled) and the time-weighted error.  Families and
+    domains the GPU has too few points of are borrowed as :func:`load` does
+    (``borrowed``, ``borrowed_domains``), scaled by the speed-ups measured on
+    the fit part's signatures only.
     """
     g = catalog.lookup(gpu)
     rows = list(profiles) if profiles is not None else load_profiles(g.name)
@@ -104,6 +106,8 @@ def evaluate(gpu: str, *, profiles: Sequence[ProfileRow] | None = None, cache: P
                 "families": est.summary()},
         "families": families, "examples": examples, "targets": TARGETS,
         "borrowed": {fam: other.source for fam, other in est.borrowed.items()},
+        "borrowed_domains": {fam: {d: other.source for d, other in sorted(by_domain.items())}
+                             for fam, by_domain in est.borrowed_domains.items()},
     }
 
 
@@ -153,6 +157,9 @@ def render(report: Mapping[str, Any]) -> list[str]:
             if e["n"] >= SOURCE_MIN and len(r["sources"]) > 1:
                 lines.append(f"    {'from ' + src:28} {e['n']:6} {_percent(e['median_ape']):>8} "
                              f"{_percent(e['p90_ape']):>8} {_percent(e['time_weighted']):>9}")
+    for fam, by_domain in report.get("borrowed_domains", {}).items():
+        for d, lent in by_domain.items():
+            lines.append(f"  {fam} {d}: {lent}'s, scaled (too few points of its own)")
     lines.append(f"  {'example model':28} {'n':>5} {'coverage':>9} {'measured':>9} {'time-wtd':>9} {'median':>8}")
     for source, r in report["examples"].items():
         if isinstance(r, dict):

@@ -87,6 +87,7 @@ class FamilyFit:
     floor_ns: float
     efficiency: float
     scores: dict[str, float] = field(default_factory=dict)
+    domain_sizes: dict[str, int] = field(default_factory=dict)  # training points per domain
 
 
 class NameTable:
@@ -168,8 +169,10 @@ class Fitter:
         n = len(self.points)
         domains = Counter(domain(p.op) for p in self.points)
         trusted = frozenset(d for d, c in domains.items() if c >= MIN_DOMAIN)
+        sizes = dict(domains)
         if n == 0:
-            return FamilyFit(self.family, "none", None, "ratio", False, 0, trusted, self.floor, self.efficiency)
+            return FamilyFit(self.family, "none", None, "ratio", False, 0, trusted, self.floor, self.efficiency,
+                             domain_sizes=sizes)
         u = np.array([hash_fraction(p.op.signature(), SEED + 1) for p in self.points])
         order = np.argsort(u, kind="stable")
         va = order[u[order] < VALIDATION_FRACTION]
@@ -196,7 +199,7 @@ class Fitter:
         target = rest.removesuffix("+names")
         reg = self._fit(model, target, np.arange(n))
         return FamilyFit(self.family, choice, reg, target, rest.endswith("+names"), n, trusted, self.floor,
-                       self.efficiency, scores)
+                       self.efficiency, scores, sizes)
 
 
 def _thinned(points: Sequence[Point]) -> list[Point]:

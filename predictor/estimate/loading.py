@@ -1,8 +1,11 @@
 """Estimators for any catalog GPU: its own fit, or a profiled GPU's, scaled.
 
 A GPU without profiles borrows the estimators of a profiled GPU (of the
-same compute capability if there is one); a GPU whose tables lack a family
-borrows that family from a profiled GPU of the same architecture.
+same compute capability if there is one); a GPU whose tables lack a family,
+or a domain of a family (the H200's batch-norm kernels: its memory sweep has
+none, the H100's convolution sweep thousands), borrows it from a profiled
+GPU of the same architecture, scaled by the speed-up the two GPUs measured
+on the operations both profiled (:mod:`maya.predictor.estimate.speedup`).
 """
 
 from __future__ import annotations
@@ -13,13 +16,15 @@ from pathlib import Path
 from maya import catalog
 from maya.catalog import GPU
 from maya.predictor.estimate import fit
-from maya.predictor.estimate.cache import Table, cached_fit, family_sizes
+from maya.predictor.estimate.cache import Table, cached_fit, domain_sizes
 from maya.predictor.estimate.estimators import Estimators
 from maya.predictor.estimate.fit import NameTable
 from maya.predictor.estimate.profiles import ProfileRow, table_paths
+from maya.predictor.estimate.speedup import Speedups
 
-# A family with fewer points than this fraction of a same-architecture GPU's (the H200's
-# convolutions, from its example models alone, against the H100's sweep) is borrowed from it.
+# A family (or a domain of a family) with fewer points than this fraction of a same-architecture
+# GPU's (the H200's convolutions, from its example models alone, against the H100's sweep) is
+# borrowed from it.
 BORROW_FRACTION = 0.1
 
 
@@ -60,19 +65,35 @@ def load(gpu: str, *, profiles: Mapping[str, Sequence[ProfileRow]] | None = None
     return est
 
 
+def _thin(own: int, donor: int) -> bool:
+    """Whether ``own`` points are too few beside a donor's ``donor`` (``MIN_SELECT``, or ``BORROW_FRACTION``)."""
+    return own < min(max(fit.MIN_SELECT, BORROW_FRACTION * donor), donor)
+
+
 def borrow_families(est: Estimators, g: GPU, names: Sequence[str],
                     profiles: Mapping[str, Sequence[ProfileRow]] | None, cache: Path | None) -> None:
     """Families with too few profile points of ``g`` (``MIN_SELECT``, or ``BORROW_FRACTION`` of the
-    donor's) are estimated by a profiled GPU of the same architecture, scaled (``est.borrowed``).
-    The donor is fitted only when it lends something."""
+    donor's) are estimated by a profiled GPU of the same architecture, scaled (``est.borrowed``);
+    so are the domains of the other families that are thin by the same rule
+    (``est.borrowed_domains``).  The scale is the speed-up both GPUs measured on the same
+    operations.  The donor is fitted only when it lends something."""
     donors = [p for p in names if p != g.name and catalog.lookup(p).fields["cc"] == g.fields["cc"]]
     if not donors:
         return
     donor, table = catalog.lookup(donors[0]), _table(donors[0], profiles)
-    own = {f: family_fit.n for f, family_fit in est.families.items()}
-    lent = [f for f, n in family_sizes(donor, table, cache).items()
-            if own.get(f, 0) < min(max(fit.MIN_SELECT, BORROW_FRACTION * n), n)]
-    if lent:
+    sizes = domain_sizes(donor, table, cache)
+    lent, lent_domains = [], {}
+    for f, by_domain in sizes.items():
+        own = est.families.get(f)
+        if _thin(own.n if own else 0, sum(by_domain.values())):
+            lent.append(f)
+            continue
+        own_sizes = own.domain_sizes if own else {}
+        thin = sorted(d for d, n in by_domain.items() if _thin(own_sizes.get(d, 0), n))
+        if thin:
+            lent_domains[f] = thin
+    if lent or lent_domains:
         lender = cached_fit(donor, "fit", table, cache).on(g.name)
+        lender.speedups = Speedups.measured(lender.measured, est.measured, set(lent) | set(lent_domains))
         est.borrowed = {f: lender for f in lent}
-
+        est.borrowed_domains = {f: {d: lender for d in ds} for f, ds in lent_domains.items()}
