@@ -12,11 +12,15 @@ The probe is a small MLP's training step on the emulated device (Python, the
 dispatcher, autograd on its device thread, the interposer's launches, a fused
 optimizer): the kind of work the jobs' delays hold.  A loop of a tiny CPU
 operator does not follow the jobs from one machine to another
-(``docs/host-model.md``).  Its figure is the quickest of 15 batches, each
-long enough (about 20 ms) to span the scheduler's time slices: a CPU shared
-with another process slows every batch and counts; a burst of interference
-slows some and does not, as the replay's steadied delays leave it out too
-(the quickest steady step).  A burst can still cover all the batches, so a
+(``docs/host-model.md``).  A batch is timed by the probe's CPU time, not the
+wall clock: the trace clock leaves the time a rank spends off the CPU out of
+the job's delays, so the probe leaves it out too (timed by the wall clock,
+the probe read 1.8 times slow beside a CPU-bound process on its CPU, while
+the job's delays did not, and predictions came out 6-30% fast).  Its figure
+is the quickest of 15 batches, each long enough (about 20 ms) to span the
+scheduler's time slices: a burst of interference slows some and does not
+count, as the replay's steadied delays leave it out too (the quickest steady
+step).  A burst can still cover all the batches, so a
 reading well above the calibrating CPU's (:func:`reference_ns`, ``DISTURBED``
 times it) is taken again after the job and the quicker of the two kept
 (:func:`steadier`): a CPU that really is slower reads slow both times.
@@ -48,12 +52,12 @@ model = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(8)]).cuda()
 opt = torch.optim.AdamW(model.parameters(), fused=True)
 x = torch.randn(16, 64, device="cuda")
 def batch(n):
-    t = time.perf_counter_ns()
+    t = time.process_time_ns()
     for _ in range(n):
         model(x).square().mean().backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-    return (time.perf_counter_ns() - t) / n
+    return (time.process_time_ns() - t) / n
 batch(4)
 print(min(batch({STEPS_PER_BATCH}) for _ in range({BATCHES})))
 """

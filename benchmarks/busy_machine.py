@@ -1,0 +1,127 @@
+"""Prediction error when other work shares the emulating machine, against the same on an idle one.
+
+    python -m benchmarks.busy_machine [--configs cnn-w32,...] [--rounds 1] [--work DIR]
+
+In a cluster, emulation pods share nodes with other work.  For measured H100
+configurations (``benchmarks/step_truth.py``: step times measured on real
+GPUs), this emulates each one on an idle machine, with a CPU-bound process on
+a CPU of its own ("beside": another CPU than rank 0's), and with one on rank
+0's CPU ("shared"), interleaved, ``--rounds`` times; predicts each emulation
+as ``maya predict`` does (the GPU's calibrated host model); and prints per
+condition the median absolute error, its rise over idle in points (the target:
+at most one), what ``maya emulate`` measured of the other work
+(``other_work_cpu_share``, :mod:`maya.other_work`) and whether it said so.
+The configurations are the examples' sizes whose host time is a large share
+of the step, where the host clock matters most.  Saves
+benchmarks/results/busy_machine.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from statistics import median
+
+from benchmarks.step_truth import emulate, measured
+from maya.cpu_probe import rank0_cpu
+from maya.other_work import NOTABLE_SHARE
+from maya.predict import predict_folder
+
+ROOT = Path(__file__).resolve().parent.parent
+GPU = "H100-SXM-80GB"
+RESULTS = ROOT / "benchmarks" / "results" / "busy_machine.json"
+CONFIGS = "cnn-w32,cnn-i128,bert-s128,bert-b8,gpt-s512,recommender-d64"
+CONDITIONS = ("idle", "beside", "shared")
+SPIN = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+
+
+def hog_cpu(condition: str) -> int | None:
+    """The CPU a condition's CPU-bound process runs on (None: no such process)."""
+    if condition == "idle":
+        return None
+    mine = rank0_cpu() if rank0_cpu() is not None else 0
+    if condition == "shared":
+        return mine
+    others = sorted(os.sched_getaffinity(0) - {mine})
+    if not others:
+        raise SystemExit("'beside' needs a second CPU")
+    return others[0]
+
+
+@contextmanager
+def cpu_bound_process(cpu: int | None) -> Iterator[None]:
+    """A process that spins on ``cpu`` while the block runs (nothing for None)."""
+    if cpu is None:
+        yield
+        return
+    p = subprocess.Popen([sys.executable, "-c", SPIN, str(cpu)])
+    try:
+        time.sleep(0.5)  # running before the emulation starts, as another pod's work would be
+        yield
+    finally:
+        p.kill()
+        p.wait()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--configs", default=CONFIGS, help="measured configurations (default %(default)s)")
+    ap.add_argument("--rounds", type=int, default=1, help="emulations per configuration and condition")
+    ap.add_argument("--work", type=Path, default=None, help="emulations kept here (reused when present)")
+    a = ap.parse_args()
+    known = {m.name: m for m in measured(GPU)}
+    names = a.configs.split(",")
+    if unknown := [n for n in names if n not in known]:
+        raise SystemExit(f"no measured configuration named {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    work = a.work or Path(tempfile.mkdtemp(prefix="maya-busy-machine-"))
+    rows = []
+    for k in range(a.rounds):
+        for name in names:
+            truth = median(known[name].step_s)
+            for condition in CONDITIONS:
+                folder = work / condition / name / f"run{k}"
+                with cpu_bound_process(hog_cpu(condition)):
+                    emulate(known[name].argv, GPU, 1, folder)
+                p = predict_folder(folder, GPU)
+                summary = json.loads((folder / "summary.json").read_text())
+                taken = summary.get("other_work_cpu_share")
+                rows.append({"config": name, "condition": condition, "run": k, "measured_s": truth,
+                             "predicted_s": p.step_time_s, "error": p.step_time_s / truth - 1,
+                             "other_work_cpu_share": taken,
+                             "warned": taken is not None and taken >= NOTABLE_SHARE})
+                print(f"{name:16s} {condition:7s} run {k}  predicted {p.step_time_s * 1e3:7.2f} ms  measured "
+                      f"{truth * 1e3:7.2f} ms  error {rows[-1]['error']:+6.1%}  other work "
+                      f"{taken if taken is not None else float('nan'):5.0%}", flush=True)
+    summary_rows = {}
+    for condition in CONDITIONS:
+        errors = [abs(r["error"]) for r in rows if r["condition"] == condition]
+        shares = [r["other_work_cpu_share"] for r in rows if r["condition"] == condition
+                  and r["other_work_cpu_share"] is not None]
+        summary_rows[condition] = {
+            "cases": len(errors), "median_abs_error": median(errors), "max_abs_error": max(errors),
+            "median_other_work_cpu_share": median(shares) if shares else None,
+            "warned": sum(r["warned"] for r in rows if r["condition"] == condition)}
+    idle = summary_rows["idle"]["median_abs_error"]
+    for condition, s in summary_rows.items():
+        s["rise_points"] = 100 * (s["median_abs_error"] - idle)
+        print(f"{condition:7s} median error {s['median_abs_error']:6.1%} (max {s['max_abs_error']:6.1%}), "
+              f"{s['rise_points']:+5.1f} points over idle; other work took a median "
+              f"{s['median_other_work_cpu_share'] or 0:.0%} of the CPUs; maya emulate warned in "
+              f"{s['warned']} of {s['cases']}")
+    RESULTS.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv), "gpu": GPU,
+                                   "cpus": len(os.sched_getaffinity(0)), "summary": summary_rows, "runs": rows},
+                                  indent=1) + "\n")
+    print(f"saved {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
