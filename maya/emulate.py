@@ -194,7 +194,7 @@ def emulate(opts: EmulateOptions) -> int:
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     for line in render(summary):
         print(line, file=sys.stderr)
-    if line := other_work.warning(taken):
-        print(line, file=sys.stderr)
+    if busy := other_work.warning(taken):
+        print(busy, file=sys.stderr)
     print(f"maya: traces and summary.json in {opts.out}", file=sys.stderr)
     return code
