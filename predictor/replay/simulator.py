@@ -7,7 +7,9 @@ Discrete-event, as in the Maya paper:
   of one call and the start of the next), multiplied by ``host_slowdown``, plus a
   fixed cost per call.  The records of all host threads of a rank are taken
   in time order as one sequence: PyTorch's main thread waits while autograd's
-  thread runs the backward pass, so their work does not overlap.
+  thread runs the backward pass, so their work does not overlap.  A thread
+  that only polls events (torch's NCCL watchdog) is left out: it runs beside
+  the program on a core of its own (:func:`replay_order`).
 - Device work (kernels, library calls, copies, memsets, collectives) goes to
   its stream, a FIFO: it starts once its launch call has returned (plus the
   launch latency) and the stream's previous work has finished (plus the
