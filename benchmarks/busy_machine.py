@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from statistics import median
 
-from benchmarks.step_truth import emulate, measured
+from benchmarks.step_truth import emulate, named
 from maya.cpu_probe import rank0_cpu
 from maya.other_work import NOTABLE_SHARE
 from maya.predict import predict_folder
@@ -47,7 +47,7 @@ def hog_cpu(condition: str) -> int | None:
     """The CPU a condition's CPU-bound process runs on (None: no such process)."""
     if condition == "idle":
         return None
-    mine = rank0_cpu() if rank0_cpu() is not None else 0
+    mine = rank0_cpu() or 0
     if condition == "shared":
         return mine
     others = sorted(os.sched_getaffinity(0) - {mine})
@@ -77,10 +77,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1, help="emulations per configuration and condition")
     ap.add_argument("--work", type=Path, default=None, help="emulations kept here (reused when present)")
     a = ap.parse_args()
-    known = {m.name: m for m in measured(GPU)}
     names = a.configs.split(",")
-    if unknown := [n for n in names if n not in known]:
-        raise SystemExit(f"no measured configuration named {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    known = named(GPU, names)
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-busy-machine-"))
     rows = []
     for k in range(a.rounds):

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.step_truth import emulate, measured
+from benchmarks.step_truth import emulate, named
 from maya.predict import prepare
 from maya.predictor.replay.host import steady_step_delays
 
@@ -57,10 +57,8 @@ def main() -> int:
     ap.add_argument("--configs", default="cnn-w32,gpt-s512", help="measured configurations (default %(default)s)")
     ap.add_argument("--work", type=Path, default=None, help="emulations kept here (reused when present)")
     a = ap.parse_args()
-    known = {m.name: m for m in measured(GPU)}
     names = a.configs.split(",")
-    if unknown := [n for n in names if n not in known]:
-        raise SystemExit(f"no measured configuration named {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    known = named(GPU, names)
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-emulation-noise-"))
     runs = []
     for k in range(a.runs):

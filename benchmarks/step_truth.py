@@ -99,6 +99,14 @@ def measured(gpu: str) -> list[Measured]:
     return [load(p, gpu) for p in sorted((DATA / gpu).glob("*.json")) if not p.name.startswith("env")]
 
 
+def named(gpu: str, names: list[str]) -> dict[str, Measured]:
+    """The configurations measured on ``gpu`` called ``names``; exits naming any that was not measured."""
+    known = {m.name: m for m in measured(gpu)}
+    if unknown := [n for n in names if n not in known]:
+        raise SystemExit(f"no measured configuration named {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    return {n: known[n] for n in names}
+
+
 def emulated_host_s(trace: Trace, steps: int = EMULATED_STEPS) -> float:
     """An emulated run's own host time per steady step (the trace's clock: the emulating CPU's)."""
     syncs = trace.of_kind(Kind.DEVICE_SYNC)[-(steps + 1):]

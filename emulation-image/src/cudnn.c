@@ -226,20 +226,6 @@ struct cudnnDropoutStruct {
 struct cudnnSpatialTransformerStruct { int nd; int dims[DNN_MAXD]; cudnnDataType_t dtype; };
 struct cudnnCTCLossStruct { cudnnDataType_t compute; int max_label; };
 
-#define DESC_API(Name, Type)                                                     \
-    MAYA_EXPORT cudnnStatus_t cudnnCreate##Name##Descriptor(Type *d)              \
-    {                                                                            \
-        if (!d)                                                                  \
-            return CUDNN_STATUS_BAD_PARAM;                                       \
-        *d = calloc(1, sizeof **d);                                              \
-        return *d ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;            \
-    }                                                                            \
-    MAYA_EXPORT cudnnStatus_t cudnnDestroy##Name##Descriptor(Type d)              \
-    {                                                                            \
-        free(d);                                                                 \
-        return CUDNN_STATUS_SUCCESS;                                             \
-    }
-
 DESC_API(Tensor, cudnnTensorDescriptor_t)
 DESC_API(Filter, cudnnFilterDescriptor_t)
 DESC_API(Convolution, cudnnConvolutionDescriptor_t)

@@ -136,33 +136,8 @@ static int64_t rnn_weight_elems(const struct cudnnRNNStruct *r)
 
 /* ------------------------------------------------------------ descriptors */
 
-MAYA_EXPORT cudnnStatus_t cudnnCreateRNNDescriptor(cudnnRNNDescriptor_t *d)
-{
-    if (!d)
-        return CUDNN_STATUS_BAD_PARAM;
-    *d = calloc(1, sizeof **d);
-    return *d ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
-}
-
-MAYA_EXPORT cudnnStatus_t cudnnDestroyRNNDescriptor(cudnnRNNDescriptor_t d)
-{
-    free(d);
-    return CUDNN_STATUS_SUCCESS;
-}
-
-MAYA_EXPORT cudnnStatus_t cudnnCreateRNNDataDescriptor(cudnnRNNDataDescriptor_t *d)
-{
-    if (!d)
-        return CUDNN_STATUS_BAD_PARAM;
-    *d = calloc(1, sizeof **d);
-    return *d ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
-}
-
-MAYA_EXPORT cudnnStatus_t cudnnDestroyRNNDataDescriptor(cudnnRNNDataDescriptor_t d)
-{
-    free(d);
-    return CUDNN_STATUS_SUCCESS;
-}
+DESC_API(RNN, cudnnRNNDescriptor_t)
+DESC_API(RNNData, cudnnRNNDataDescriptor_t)
 
 MAYA_EXPORT cudnnStatus_t cudnnSetRNNDescriptor_v8(cudnnRNNDescriptor_t d, cudnnRNNAlgo_t algo,
                                                    cudnnRNNMode_t cellMode, cudnnRNNBiasMode_t biasMode,

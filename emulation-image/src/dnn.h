@@ -104,4 +104,20 @@ void dnn_kernels_bn(dnn_record *d, int phase, int dtype, int layout); /* 0 train
 /* Size in bytes of one element of a cuDNN data type (0 if unknown). */
 int dnn_dtype_size(int dtype);
 
+/* cudnnCreate<Name>Descriptor and cudnnDestroy<Name>Descriptor of a descriptor that is a plain
+ * struct (cudnn.c, cudnn_rnn.c). */
+#define DESC_API(Name, Type)                                                     \
+    MAYA_EXPORT cudnnStatus_t cudnnCreate##Name##Descriptor(Type *d)              \
+    {                                                                            \
+        if (!d)                                                                  \
+            return CUDNN_STATUS_BAD_PARAM;                                       \
+        *d = calloc(1, sizeof **d);                                              \
+        return *d ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;            \
+    }                                                                            \
+    MAYA_EXPORT cudnnStatus_t cudnnDestroy##Name##Descriptor(Type d)              \
+    {                                                                            \
+        free(d);                                                                 \
+        return CUDNN_STATUS_SUCCESS;                                             \
+    }
+
 #endif

@@ -94,11 +94,16 @@ static uint64_t process_cpu_ns(void) {
 
 uint64_t maya_now_ns(void) { return wall_ns() - __atomic_load_n(&g_off, __ATOMIC_RELAXED); }
 
+/* The calling thread is no longer inside a call (g_clock_lock held). */
+static void leave_locked(void) {
+    if (t_inside) g_inside--;
+    t_inside = 0;
+}
+
 static void thread_gone(void *unused) {
     (void)unused;
     pthread_mutex_lock(&g_clock_lock);
-    if (t_inside) g_inside--;
-    t_inside = 0;
+    leave_locked();
     pthread_mutex_unlock(&g_clock_lock);
 }
 
@@ -134,8 +139,7 @@ maya_call maya_enter(void) {
 void maya_leave(void) {
     if (!maya_cpu_clock) return;
     pthread_mutex_lock(&g_clock_lock);
-    if (t_inside) g_inside--;
-    t_inside = 0;
+    leave_locked();
     pthread_mutex_unlock(&g_clock_lock);
 }
 
@@ -143,8 +147,7 @@ void maya_leave(void) {
 static void call_ended(uint64_t t0) {
     if (!maya_cpu_clock) return;
     pthread_mutex_lock(&g_clock_lock);
-    if (t_inside) g_inside--;
-    t_inside = 0;
+    leave_locked();
     uint64_t wall = wall_ns();
     if (wall - __atomic_load_n(&g_off, __ATOMIC_RELAXED) - t0 > LONG_CALL_NS) {
         g_ref_cpu = process_cpu_ns();

@@ -159,7 +159,7 @@ class Estimators:
         p = rnn_parts(op)
         gemm_ops = [g for g, _ in p.gemms]
         ns = sum(e.ns * n for e, (_, n) in zip(self.estimate_many(gemm_ops), p.gemms, strict=True))
-        fits = self.borrowed["memory"] if "memory" in self.borrowed else self
+        fits = self.borrowed.get("memory", self)
         fit = fits.families.get("memory")
         floor = fit.floor_ns if fit else DEFAULT_FLOOR_NS
         efficiency = fit.efficiency if fit else 1.0
