@@ -42,6 +42,7 @@ from maya.predictor.trace.ops import device_ops, measured
 from maya.summary import add_counts, approximated_calls
 
 _RANK_FILE = re.compile(r"rank(\d+)\.mayatrace$")
+NUDGE = 0.1  # the relative change by which the step's sensitivity to its host and its estimates is read
 
 
 class PredictError(Exception):
@@ -58,6 +59,7 @@ class Prediction:
     capacity_bytes: int
     confidence: dict[str, float]
     emulations_s: tuple[float, ...] = ()  # the step time of each emulation (several: this is their median's)
+    sensitivity: dict[str, float] = field(default_factory=dict)  # step's elasticity to "host", "estimated" kernels
     collective_models: dict[str, float] = field(default_factory=dict)  # share of collective time by model
     approximated: dict[str, int] = field(default_factory=dict)  # name -> count: emulated or timed only approximately
 
@@ -67,11 +69,16 @@ class Prediction:
 
     @property
     def interval_s(self) -> tuple[float, float]:
-        """A 90% interval of the step time: what the method misses on the calibration cases (their errors' 90th
-        percentile, ``predictor/uncertainty.json``), with what this job's steady steps and emulations disagree on."""
+        """A 90% interval of the step time (``predictor/uncertainty.json``, ``docs/accuracy.md``): what the
+        method misses on the calibration cases, what a host and kernels it was not fitted on may add (each
+        source's error on models left out of its fit, times how much this step follows it), and what this
+        job's steady steps and emulations disagree on."""
         own = [*self.steps_s, *self.emulations_s]
         spread = (max(own) - min(own)) / 2 / self.step_time_s if own and self.step_time_s > 0 else 0.0
-        half = math.hypot(_method_q90(), spread)
+        u = _uncertainty()
+        host_q90 = u["host_q90"].get(self.gpu, max(u["host_q90"].values()))
+        half = math.hypot(u["method_q90"], spread, host_q90 * self.sensitivity.get("host", 0.0),
+                          u["kernel_q90"] * self.sensitivity.get("estimated", 0.0))
         return self.step_time_s * max(0.0, 1 - half), self.step_time_s * (1 + half)
 
     def to_json(self) -> dict[str, Any]:
@@ -80,6 +87,7 @@ class Prediction:
                 "capacity_bytes": self.capacity_bytes, "fits": self.fits, "confidence": self.confidence,
                 "step_time_low_s": self.interval_s[0], "step_time_high_s": self.interval_s[1],
                 "emulations_step_time_s": list(self.emulations_s or (self.step_time_s,)),
+                "sensitivity": self.sensitivity,
                 "collective_models": self.collective_models, "approximated": self.approximated}
 
 
@@ -101,6 +109,7 @@ class Job:
     durations: list[dict[int, float]]
     labels: list[list[str]]  # operation names by record index, for the timeline
     weights: dict[str, float]  # device ns by estimate confidence
+    estimated: list[set[int]]  # per rank, the operations timed by an estimate of a shape nobody measured
     gpus_per_node: int
     gap_scale: list[npt.NDArray[np.float64]]  # per rank (maya.predictor.replay.host.quiet_gap_scale)
     summary: dict[str, Any]  # the run's summary.json ({} where there is none)
@@ -120,8 +129,9 @@ class Job:
         """The emulating CPU's speed, as maya.cpu_probe read it before the run (None: not read)."""
         return self.summary.get("host_probe_ns")
 
-    def replay(self, host: HostModel) -> list[RankResult]:
-        """Replay on ``host``, its slowdown rescaled to the CPU this job was emulated on."""
+    def replay(self, host: HostModel, durations: list[dict[int, float]] | None = None) -> list[RankResult]:
+        """Replay on ``host``, its slowdown rescaled to the CPU this job was emulated on (``durations``:
+        the device operations' times, default this job's)."""
         host = host.on_cpu(self.host_probe_ns)
         model = collective_model(self.gpu, self.gpus_per_node)
         per_node = self.gpus_per_node
@@ -140,7 +150,7 @@ class Job:
             return ns
 
         try:
-            return simulate(self.traces, self.durations, collective_ns, host_slowdown=host.slowdown,
+            return simulate(self.traces, self.durations if durations is None else durations, collective_ns, host_slowdown=host.slowdown,
                             call_ns=host.priced_calls(), default_call_ns=host.default_call_ns, gap_scale=self.gap_scale,
                             launch_latency_ns=host.launch_latency_ns, launch_gap_ns=host.launch_gap_ns,
                             sharing=self.sharing)
@@ -162,6 +172,7 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
     per_node = gpus_per_node or int(traces[0].header["gpus_per_node"]) or 8
     durations: list[dict[int, float]] = []
     weights: dict[str, float] = {}
+    estimated: list[set[int]] = []
     labels: list[list[str]] = []
     est = None if oracle else _estimators(g.name)
     for t in traces:
@@ -172,10 +183,12 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
         labels.append(names)
         if est is None:
             durations.append({i: float(m.busy_ns) for i, m in measured(t).items()})
+            estimated.append(set())
             continue
         work = [(i, op) for i, op in ops if op.kind != int(Kind.COLL)]
         found = est.estimate_many([op for _, op in work])
         durations.append({i: e.ns for (i, _), e in zip(work, found, strict=True)})
+        estimated.append({i for (i, _), e in zip(work, found, strict=True) if e.confidence != "measured"})
         for e in found:
             weights[e.confidence] = weights.get(e.confidence, 0.0) + e.ns
     # Recorded host delays were measured on the server as they are; emulated ones are steadied.
@@ -184,7 +197,7 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
     traced: dict[str, int] = {}
     for t in traces:
         add_counts(traced, approximated_calls(t))
-    return Job(g, folder, traces, durations, labels, weights, per_node, scale, summary,
+    return Job(g, folder, traces, durations, labels, weights, estimated, per_node, scale, summary,
                {} if oracle else sharing_factors(g), traced_approximations=traced)
 
 
@@ -204,15 +217,25 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     except ValueError as e:
         raise PredictError(f"{e}; run the training loop for at least 3 steps") from None
     st = step_time(traces[0], results[0], steps, records)
+    collectives = sum(job.collective_ns.values()) or 1.0
+    collective_models = {k: v / collectives for k, v in sorted(job.collective_ns.items())}
+    approximated = job.approximated
+
+    def elasticity(host: HostModel, durations: list[dict[int, float]] | None = None) -> float:
+        """How much the step follows a 10% change (d log step / d log change)."""
+        step = step_time(traces[0], job.replay(host, durations)[0], steps, records).step_s
+        return max(0.0, math.log(step / st.step_s) / math.log(1 + NUDGE)) if st.step_s > 0 and step > 0 else 0.0
+
+    nudged = [{i: ns * (1 + NUDGE) if i in est else ns for i, ns in d.items()}
+              for d, est in zip(job.durations, job.estimated, strict=True)]
+    sensitivity = {"host": elasticity(replace(host, slowdown=host.slowdown * (1 + NUDGE))),
+                   "estimated": elasticity(host, nudged) if any(job.estimated) else 0.0}
     if timeline is not None:
         write_timeline(timeline, traces, results, job.labels)
     total = sum(job.weights.values()) or 1.0
-    collectives = sum(job.collective_ns.values()) or 1.0
     return Prediction(g.name, st.step_s, st.steps, st.breakdown, _peaks(job.summary, traces),
-                      g.memory_bytes - g.reserved_bytes,
-                      {k: v / total for k, v in sorted(job.weights.items())},
-                      collective_models={k: v / collectives for k, v in sorted(job.collective_ns.items())},
-                      approximated=job.approximated)
+                      g.memory_bytes - g.reserved_bytes, {k: v / total for k, v in sorted(job.weights.items())},
+                      collective_models=collective_models, approximated=approximated, sensitivity=sensitivity)
 
 
 def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | None = None,
@@ -234,9 +257,8 @@ _LOADED: dict[str, estimate.Estimators] = {}
 
 
 @lru_cache(maxsize=1)
-def _method_q90() -> float:
-    text = resources.files("maya.predictor").joinpath("uncertainty.json").read_text()
-    return float(json.loads(text)["method_q90"])
+def _uncertainty() -> dict[str, Any]:
+    return dict(json.loads(resources.files("maya.predictor").joinpath("uncertainty.json").read_text()))
 
 
 def _estimators(gpu: str) -> estimate.Estimators:

@@ -69,7 +69,7 @@ def _collective_job(tmp_path: Path, op: int) -> Job:
         w.write(tmp_path / f"rank{rank}.mayatrace")
         traces.append(read_trace(tmp_path / f"rank{rank}.mayatrace"))
     n = [len(t.records) for t in traces]
-    return Job(catalog.lookup("H100-SXM-80GB"), tmp_path, traces, [{}, {}], [[""] * k for k in n], {}, 8,
+    return Job(catalog.lookup("H100-SXM-80GB"), tmp_path, traces, [{}, {}], [[""] * k for k in n], {}, [set(), set()], 8,
                [np.ones(k) for k in n], {}, {}, traced_approximations={ATTR: 1})
 
 

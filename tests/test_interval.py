@@ -1,22 +1,29 @@
-"""The 90% interval of a prediction: the calibration cases' error percentile, widened by the job's own spread."""
+"""The 90% interval of a prediction: the calibration side's error percentiles, each weighed by how much
+the step follows its source, widened by the job's own spread."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
-from maya.predict import Prediction
+from maya import predict
+from maya.predict import Prediction, predict_folder
+from maya.predictor.estimate.estimators import Estimate
+from maya.predictor.trace import Flag, Kind, TraceWriter
 
 ROOT = Path(__file__).resolve().parents[1]
+TABLE = json.loads((ROOT / "predictor" / "uncertainty.json").read_text())
 
 
-def prediction(steps, emulations=()):
-    return Prediction("H100-SXM-80GB", 0.1, tuple(steps), {}, [1], 2, {}, tuple(emulations))
+def prediction(steps, emulations=(), sensitivity=None):
+    return Prediction("H100-SXM-80GB", 0.1, tuple(steps), {}, [1], 2, {}, tuple(emulations),
+                      sensitivity=sensitivity or {})
 
 
-def test_the_interval_is_the_methods_width_when_the_job_is_steady():
-    q90 = json.loads((ROOT / "predictor" / "uncertainty.json").read_text())["method_q90"]
+def test_the_interval_is_the_methods_width_when_the_job_is_steady_and_follows_nothing_unknown():
     low, high = prediction([0.1, 0.1, 0.1]).interval_s
+    q90 = TABLE["method_q90"]
     assert (low, high) == pytest.approx((0.1 * (1 - q90), 0.1 * (1 + q90)))
 
 
@@ -28,7 +35,57 @@ def test_disagreeing_steps_and_emulations_widen_it():
     assert js["step_time_low_s"] < js["step_time_s"] < js["step_time_high_s"]
 
 
+def test_a_step_that_follows_its_host_or_unmeasured_kernels_gets_their_errors():
+    host_bound = prediction([0.1], sensitivity={"host": 1.0, "estimated": 0.0}).interval_s
+    half = math.hypot(TABLE["method_q90"], TABLE["host_q90"]["H100-SXM-80GB"])
+    assert host_bound == pytest.approx((0.1 * (1 - half), 0.1 * (1 + half)))
+    estimated = prediction([0.1], sensitivity={"host": 0.0, "estimated": 0.5}).interval_s
+    half = math.hypot(TABLE["method_q90"], 0.5 * TABLE["kernel_q90"])
+    assert estimated == pytest.approx((0.1 * (1 - half), 0.1 * (1 + half)))
+
+
 def test_the_table_is_what_the_calibration_entry_point_computes():
     from benchmarks.calibration.uncertainty import table
 
-    assert json.loads((ROOT / "predictor" / "uncertainty.json").read_text())["method_q90"] == table()["method_q90"]
+    assert TABLE == table()
+
+
+class _Estimators:
+    """Kernel 1 runs ``ns`` and was estimated from a fit; kernels 2 and 3 run 1 us, measured."""
+
+    def __init__(self, ns: float) -> None:
+        self.ns = ns
+
+    def estimate_many(self, ops):
+        return [Estimate(self.ns, "gemm:test", "fitted", "gemm") if op.name == "kernel_1"
+                else Estimate(1000.0, "measured", "measured", "memory") for op in ops]
+
+
+def loop(folder: Path, steps: int = 6) -> Path:
+    """A training loop: per step three kernels 10, 20 and 30 us of host time apart, then a device sync."""
+    folder.mkdir()
+    w = TraceWriter(rank=0, world_size=1)
+    t = 0
+    w.record(Kind.DEVICE_SYNC, t_ns=t)
+    for k in (1, 2, 3):
+        sid = w.string(f"kernel_{k}")
+        w.record(Kind.FUNC, t_ns=t, a=[k, sid, sid])
+    for _ in range(steps):
+        for k, gap in ((1, 10_000), (2, 20_000), (3, 30_000)):
+            t += gap
+            w.record(Kind.KERNEL, t_ns=t, dur_ns=500, a=[k, 1, 1, 0, 0], flags=Flag.ASYNC)
+            t += 500
+        t += 5000
+        w.record(Kind.DEVICE_SYNC, t_ns=t)
+    w.write(folder / "rank0.mayatrace")
+    return folder
+
+
+@pytest.mark.parametrize("kernel_ns, host, estimated", [(10e6, 0.0, 1.0), (1000.0, 0.9, 0.0)])
+def test_the_sensitivities_say_what_sets_the_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 kernel_ns: float, host: float, estimated: float) -> None:
+    """A step of one 10 ms estimated kernel follows it and not its host; a step of 1 us kernels, the reverse
+    (its host delays, not the calls' costs: those follow the call costs, not the slowdown)."""
+    monkeypatch.setattr(predict, "_estimators", lambda gpu: _Estimators(kernel_ns))
+    p = predict_folder(loop(tmp_path / "job"), "H100-SXM-80GB")
+    assert p.sensitivity == pytest.approx({"host": host, "estimated": estimated}, abs=0.1)

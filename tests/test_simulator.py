@@ -347,7 +347,7 @@ def test_replay_times_collectives_by_the_measured_curve_and_counts_which_model(t
     h200 = catalog.lookup("H200-SXM-141GB")
     for per_node, kind, model in ((2, "measured", collective_model(h200, 2)),
                                   (1, "analytical", AnalyticalNccl(Fabric.of(h200, 1)))):
-        job = Job(h200, tmp_path, traces, [b.durations for b in ranks], [[] for _ in ranks], {}, per_node,
+        job = Job(h200, tmp_path, traces, [b.durations for b in ranks], [[] for _ in ranks], {}, [set() for _ in ranks], per_node,
                   [np.ones(len(t.records)) for t in traces], {}, {})
         r0, _ = job.replay(host_model(h200.name))
         want = model.seconds(Collective("all_reduce", 4096, 2, 2 // per_node)) * 1e9

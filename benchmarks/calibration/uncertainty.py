@@ -3,14 +3,24 @@
     python -m benchmarks.calibration.uncertainty [--write]
 
 The interval of ``maya predict`` (``step_time_low_s``, ``step_time_high_s``)
-has two parts: what the method is known to miss, and what this emulation's
-own steady steps disagree on.  The first is the 90th percentile of the
-absolute step-time error over the calibration cases of
-``benchmarks/results/step_accuracy.json`` (the examples at every measured
-size, H100 and H200); the held-out suite never enters it, so its coverage
-there (``benchmarks/held_out/accuracy.py``) says whether the width holds on
-jobs nobody calibrated on.  ``--write`` stores it in
-``predictor/uncertainty.json``.
+adds up (in quadrature) what the method misses, what a job unlike the
+calibration cases may add, and what the job's own steady steps and
+emulations disagree on.  Each part is a 90th percentile of absolute errors
+measured on the calibration side, never on the held-out suite, whose
+coverage (``benchmarks/held_out/accuracy.py``) then says whether the widths
+hold on jobs nobody calibrated on:
+
+- ``method_q90``: the step-time error over the calibration cases of
+  ``benchmarks/results/step_accuracy.json`` (the examples at every measured
+  size, H100 and H200).
+- ``host_q90`` (per GPU): the host model's error on each example size with
+  the factors fitted without its model (``benchmarks/results/host_calibration.json``);
+  ``maya predict`` weighs it by how much the step follows the host.
+- ``kernel_q90``: the error of a whole model's summed kernel time with the
+  estimators fitted without that model (``benchmarks/results/kernel_sum-*.json``);
+  weighed by how much the step follows the kernels whose shape no profile measured.
+
+``--write`` stores them in ``predictor/uncertainty.json``.
 """
 
 from __future__ import annotations
@@ -20,7 +30,8 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "benchmarks" / "results" / "step_accuracy.json"
+RESULTS = ROOT / "benchmarks" / "results"
+SOURCE = RESULTS / "step_accuracy.json"
 TABLE = ROOT / "predictor" / "uncertainty.json"
 
 
@@ -33,13 +44,20 @@ def quantile(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def q90(errors: list[float]) -> float:
+    return round(quantile([abs(e) for e in errors], 0.9), 4)
+
+
 def table() -> dict[str, object]:
     cases = json.loads(SOURCE.read_text())["cases"]
-    errors = [abs(c["error"]) for c in cases if c.get("error") is not None]
-    return {"_comment": "Written by python -m benchmarks.calibration.uncertainty --write from "
-                        "benchmarks/results/step_accuracy.json: the 90th percentile of the calibration cases' "
-                        "absolute step-time error.",
-            "cases": len(errors), "method_q90": round(quantile(errors, 0.9), 4)}
+    host = json.loads((RESULTS / "host_calibration.json").read_text())["machines"]
+    kernel_sums = [m["error"] for path in sorted(RESULTS.glob("kernel_sum-*.json"))
+                   for m in json.loads(path.read_text())["models"]]
+    return {"_comment": "Written by python -m benchmarks.calibration.uncertainty --write: 90th percentiles of "
+                        "absolute errors on the calibration side (see that module's docstring).",
+            "cases": len(cases), "method_q90": q90([c["error"] for c in cases if c.get("error") is not None]),
+            "host_q90": {gpu: q90([c["error"] for c in m["configs"]]) for gpu, m in sorted(host.items())},
+            "kernel_models": len(kernel_sums), "kernel_q90": q90(kernel_sums)}
 
 
 def main() -> int:

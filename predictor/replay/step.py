@@ -83,8 +83,11 @@ def step_time(trace: Trace, result: RankResult, steps: Steps, records: Sequence[
     """Step time and breakdown of rank 0 (``steps`` found on ``records``, record indices of one thread)."""
     starts = [float(result.issue[records[s]]) for s in steps.starts]
     after = steps.starts[-1] + steps.period
-    ran = result.end[~np.isnan(result.end)]
-    finish = float(result.issue[records[after]]) if after < len(records) else max(result.host_end, float(ran.max()))
+    # The last step ends when its work has run, or where the next one starts: what follows it may be
+    # other work (the end of the loop, a report, the program's exit).
+    finish = _done(result, starts[-1], float(result.issue[records[after - 1]]))
+    if after < len(records):
+        finish = min(finish, float(result.issue[records[after]]))
     bounds = [*starts, finish]
     durations = tuple((b - a) / 1e9 for a, b in zip(bounds[:-1], bounds[1:], strict=True))
     lo, hi = bounds[0], bounds[-1]
@@ -108,6 +111,14 @@ def step_time(trace: Trace, result: RankResult, steps: Steps, records: Sequence[
     }
     parts["idle_s"] = window - _length(busy, lo, hi)
     return StepTime(float(np.median(durations)), durations, {k: v / n / 1e9 for k, v in parts.items()})
+
+
+def _done(result: RankResult, first: float, last: float) -> float:
+    """When the work issued from ``first`` to ``last`` by any thread had run: its device operations
+    ended, its waits let the host go on."""
+    sel = (result.issue >= first) & (result.issue <= last)
+    times = np.concatenate([result.issue[sel], result.end[sel], result.released[sel]])
+    return float(np.nanmax(times))
 
 
 def write_timeline(path: Path, traces: Sequence[Trace], results: Sequence[RankResult], names: Sequence[
