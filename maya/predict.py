@@ -71,13 +71,16 @@ class Prediction:
     def interval_s(self) -> tuple[float, float]:
         """A 90% interval of the step time (``predictor/uncertainty.json``, ``docs/accuracy.md``): what the
         method misses on the calibration cases, what a host and kernels it was not fitted on may add (each
-        source's error on models left out of its fit, times how much this step follows it), and what this
-        job's steady steps and emulations disagree on."""
+        source's error on models left out of its fit, times how much this step follows it), how far one
+        emulation's host delays stray from another's, and what this job's steady steps and emulations
+        disagree on."""
         own = [*self.steps_s, *self.emulations_s]
         spread = (max(own) - min(own)) / 2 / self.step_time_s if own and self.step_time_s > 0 else 0.0
         u = _uncertainty()
         host_q90 = u["host_q90"].get(self.gpu, max(u["host_q90"].values()))
-        half = math.hypot(u["method_q90"], spread, host_q90 * self.sensitivity.get("host", 0.0),
+        host = self.sensitivity.get("host", 0.0)
+        emulation = u["emulation_q90"] * host if len(self.emulations_s) <= 1 else 0.0  # several: in their spread
+        half = math.hypot(u["method_q90"], spread, host_q90 * host, emulation,
                           u["kernel_q90"] * self.sensitivity.get("estimated", 0.0))
         return self.step_time_s * max(0.0, 1 - half), self.step_time_s * (1 + half)
 

@@ -1,5 +1,5 @@
 """The 90% interval of a prediction: the calibration side's error percentiles, each weighed by how much
-the step follows its source, widened by the job's own spread."""
+the step follows its source, widened by the job's own spread and, from one emulation, by its noise."""
 
 import json
 import math
@@ -37,8 +37,12 @@ def test_disagreeing_steps_and_emulations_widen_it():
 
 def test_a_step_that_follows_its_host_or_unmeasured_kernels_gets_their_errors():
     host_bound = prediction([0.1], sensitivity={"host": 1.0, "estimated": 0.0}).interval_s
-    half = math.hypot(TABLE["method_q90"], TABLE["host_q90"]["H100-SXM-80GB"])
+    half = math.hypot(TABLE["method_q90"], TABLE["host_q90"]["H100-SXM-80GB"], TABLE["emulation_q90"])
     assert host_bound == pytest.approx((0.1 * (1 - half), 0.1 * (1 + half)))
+    # From several emulations that agree, their own noise is not added again.
+    agreed = prediction([0.1], [0.1, 0.1, 0.1], sensitivity={"host": 1.0, "estimated": 0.0}).interval_s
+    half = math.hypot(TABLE["method_q90"], TABLE["host_q90"]["H100-SXM-80GB"])
+    assert agreed == pytest.approx((0.1 * (1 - half), 0.1 * (1 + half)))
     estimated = prediction([0.1], sensitivity={"host": 0.0, "estimated": 0.5}).interval_s
     half = math.hypot(TABLE["method_q90"], 0.5 * TABLE["kernel_q90"])
     assert estimated == pytest.approx((0.1 * (1 - half), 0.1 * (1 + half)))

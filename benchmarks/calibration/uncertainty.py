@@ -19,6 +19,10 @@ hold on jobs nobody calibrated on:
 - ``kernel_q90``: the error of a whole model's summed kernel time with the
   estimators fitted without that model (``benchmarks/results/kernel_sum-*.json``);
   weighed by how much the step follows the kernels whose shape no profile measured.
+- ``emulation_q90``: how far one emulation's steadied host delays fall from
+  the median of several of the same configuration
+  (``benchmarks/results/emulation_noise.json``); weighed by how much the step
+  follows its host, for a prediction from one emulation.
 
 ``--write`` stores them in ``predictor/uncertainty.json``.
 """
@@ -28,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -53,11 +58,16 @@ def table() -> dict[str, object]:
     host = json.loads((RESULTS / "host_calibration.json").read_text())["machines"]
     kernel_sums = [m["error"] for path in sorted(RESULTS.glob("kernel_sum-*.json"))
                    for m in json.loads(path.read_text())["models"]]
+    noise: dict[str, list[float]] = {}  # one emulation's quickest steady step's host delays, by configuration
+    for run in json.loads((RESULTS / "emulation_noise.json").read_text())["runs"]:
+        noise.setdefault(run["name"], []).append(run["quickest_ms"])
     return {"_comment": "Written by python -m benchmarks.calibration.uncertainty --write: 90th percentiles of "
                         "absolute errors on the calibration side (see that module's docstring).",
             "cases": len(cases), "method_q90": q90([c["error"] for c in cases if c.get("error") is not None]),
             "host_q90": {gpu: q90([c["error"] for c in m["configs"]]) for gpu, m in sorted(host.items())},
-            "kernel_models": len(kernel_sums), "kernel_q90": q90(kernel_sums)}
+            "kernel_models": len(kernel_sums), "kernel_q90": q90(kernel_sums),
+            "emulations": sum(len(v) for v in noise.values()), "emulation_q90": q90(
+                [x / median(v) - 1 for v in noise.values() for x in v])}
 
 
 def main() -> int:
