@@ -199,7 +199,10 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     print(f"{p.gpu}: step {p.step_time_s * ms:.2f} ms (median of {len(p.steps_s)} steady steps: "
           + ", ".join(f"{s * ms:.2f}" for s in p.steps_s) + ")")
     low, high = p.interval_s
-    print(f"  90% interval {low * ms:.2f} to {high * ms:.2f} ms")
+    follows = p.sensitivity
+    why = (f" (the step follows its host {100 * follows.get('host', 0.0):.0f}%, kernels no profile measured "
+           f"{100 * follows.get('estimated', 0.0):.0f}%)" if follows else "")
+    print(f"  90% interval {low * ms:.2f} to {high * ms:.2f} ms{why}")
     if len(p.emulations_s) > 1:
         print(f"  median of {len(p.emulations_s)} emulations: " + ", ".join(f"{s * ms:.2f}" for s in p.emulations_s)
               + " ms")
