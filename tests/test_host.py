@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from loops import loop_trace
 
 from maya import catalog, cpu_probe
 from maya.emulate import EmulateOptions, build_env, find_library
@@ -27,35 +28,11 @@ from maya.predictor.replay.host import (
     step_host_times_ns,
 )
 from maya.predictor.replay.simulator import CALL_NS, simulate
-from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
-
-
-def loop_trace(path: Path, steps: int = 5, mid_sync: bool = False) -> Path:
-    """A training loop: a synchronisation, then per step three kernels (each 0.5 us of host call)
-    and a device synchronisation; step s's three host gaps are 10, 20 and 30 us plus s us each,
-    and 5 us before its synchronisation.  ``mid_sync``: a stream synchronisation right after the
-    first kernel."""
-    w = TraceWriter(rank=0, world_size=1)
-    t = 0
-    w.record(Kind.DEVICE_SYNC, t_ns=t)
-    for k in (1, 2, 3):
-        sid = w.string(f"kernel_{k}")
-        w.record(Kind.FUNC, t_ns=t, a=[k, sid, sid])
-    for s in range(steps):
-        for k, gap in ((1, 10_000), (2, 20_000), (3, 30_000)):
-            t += gap + 1000 * s
-            w.record(Kind.KERNEL, t_ns=t, dur_ns=500, a=[k, 1, 1, 0, 0], flags=Flag.ASYNC)
-            t += 500
-            if mid_sync and k == 1:
-                w.record(Kind.STREAM_SYNC, t_ns=t)
-        t += 5000
-        w.record(Kind.DEVICE_SYNC, t_ns=t)
-    w.write(path)
-    return path
+from maya.predictor.trace import Kind, read_trace
 
 
 def test_replayed_host_time_per_step(tmp_path: Path) -> None:
-    trace = read_trace(loop_trace(tmp_path / "r.mayatrace"))
+    trace = read_trace(loop_trace(tmp_path / "r.mayatrace", slower_ns=1000))
     kernels = trace.of_kind(Kind.KERNEL).tolist()
     (fast,) = simulate([trace], [{}], lambda *_: 0.0, host_slowdown=2.0, call_ns={}, default_call_ns=0.0)
     # Host gaps only (calls cost nothing here), doubled: 2 x (60 + 3 s + 5) us for step s.
@@ -66,14 +43,14 @@ def test_replayed_host_time_per_step(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="6 device synchronisations, 7 needed for 6 steps"):
         step_host_times_ns(trace, late, 6)
     # The first kernel runs 1 ms and the host synchronises on it inside the step: that wait counts.
-    trace = read_trace(loop_trace(tmp_path / "m.mayatrace", mid_sync=True))
+    trace = read_trace(loop_trace(tmp_path / "m.mayatrace", slower_ns=1000, mid_sync=True))
     kernels = trace.of_kind(Kind.KERNEL).tolist()
     (held,) = simulate([trace], [{k: 1e6 for k in kernels[0::3]}], lambda *_: 0.0, call_ns={}, default_call_ns=0.0)
     assert step_host_times_ns(trace, held, 5) == pytest.approx([1_065_000.0 + 3000 * s for s in range(5)])
 
 
 def test_each_steady_step_is_steadied_to_the_quickest(tmp_path: Path) -> None:
-    trace = read_trace(loop_trace(tmp_path / "r.mayatrace", steps=6))
+    trace = read_trace(loop_trace(tmp_path / "r.mayatrace", steps=6, slower_ns=1000))
     order, spans, totals = steady_step_delays(trace)
     # Step s's delays: 60 + 3 s us, and 5 us before its synchronisation; the last step has no end.
     assert totals == pytest.approx([65_000.0 + 3000 * s for s in range(5)])
@@ -124,7 +101,7 @@ def test_server_call_costs_price_the_replayed_host(tmp_path: Path) -> None:
                                         int(Kind.BLAS): 9000.0, int(Kind.DNN): 9000.0}
     # A cuDNN call measured on its own keeps its own price.
     assert server_call_ns({**measured, "dnn": 7000.0})[int(Kind.DNN)] == 7000.0
-    trace = read_trace(loop_trace(tmp_path / "r.mayatrace"))
+    trace = read_trace(loop_trace(tmp_path / "r.mayatrace", slower_ns=1000))
     calls = server_call_ns(measured)
     (r,) = simulate([trace], [{}], lambda *_: 0.0, host_slowdown=2.0, call_ns=calls, default_call_ns=0.0)
     # Step s: its gaps doubled, 2 x (60 + 3 s + 5) us, plus three launches of 4 us on the server.

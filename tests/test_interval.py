@@ -6,11 +6,11 @@ import math
 from pathlib import Path
 
 import pytest
+from loops import loop_trace
 
 from maya import predict
 from maya.predict import Prediction, predict_folder
 from maya.predictor.estimate.estimators import Estimate
-from maya.predictor.trace import Flag, Kind, TraceWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = json.loads((ROOT / "predictor" / "uncertainty.json").read_text())
@@ -65,31 +65,13 @@ class _Estimators:
                 else Estimate(1000.0, "measured", "measured", "memory") for op in ops]
 
 
-def loop(folder: Path, steps: int = 6) -> Path:
-    """A training loop: per step three kernels 10, 20 and 30 us of host time apart, then a device sync."""
-    folder.mkdir()
-    w = TraceWriter(rank=0, world_size=1)
-    t = 0
-    w.record(Kind.DEVICE_SYNC, t_ns=t)
-    for k in (1, 2, 3):
-        sid = w.string(f"kernel_{k}")
-        w.record(Kind.FUNC, t_ns=t, a=[k, sid, sid])
-    for _ in range(steps):
-        for k, gap in ((1, 10_000), (2, 20_000), (3, 30_000)):
-            t += gap
-            w.record(Kind.KERNEL, t_ns=t, dur_ns=500, a=[k, 1, 1, 0, 0], flags=Flag.ASYNC)
-            t += 500
-        t += 5000
-        w.record(Kind.DEVICE_SYNC, t_ns=t)
-    w.write(folder / "rank0.mayatrace")
-    return folder
-
-
 @pytest.mark.parametrize("kernel_ns, host, estimated", [(10e6, 0.0, 1.0), (1000.0, 0.9, 0.0)])
 def test_the_sensitivities_say_what_sets_the_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  kernel_ns: float, host: float, estimated: float) -> None:
     """A step of one 10 ms estimated kernel follows it and not its host; a step of 1 us kernels, the reverse
     (its host delays, not the calls' costs: those follow the call costs, not the slowdown)."""
     monkeypatch.setattr(predict, "_estimators", lambda gpu: _Estimators(kernel_ns))
-    p = predict_folder(loop(tmp_path / "job"), "H100-SXM-80GB")
+    (tmp_path / "job").mkdir()
+    loop_trace(tmp_path / "job" / "rank0.mayatrace", 6)
+    p = predict_folder(tmp_path / "job", "H100-SXM-80GB")
     assert p.sensitivity == pytest.approx({"host": host, "estimated": estimated}, abs=0.1)
