@@ -25,8 +25,12 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from maya import catalog
+
+if TYPE_CHECKING:
+    from maya.predict import Prediction
 
 
 def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -198,11 +202,8 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     ms = 1e3
     print(f"{p.gpu}: step {p.step_time_s * ms:.2f} ms (median of {len(p.steps_s)} steady steps: "
           + ", ".join(f"{s * ms:.2f}" for s in p.steps_s) + ")")
-    low, high = p.interval_s
-    follows = p.sensitivity
-    why = (f" (the step follows its host {100 * follows.get('host', 0.0):.0f}%, kernels no profile measured "
-           f"{100 * follows.get('estimated', 0.0):.0f}%)" if follows else "")
-    print(f"  90% interval {low * ms:.2f} to {high * ms:.2f} ms{why}")
+    for line in interval_lines(p):
+        print(line)
     if len(p.emulations_s) > 1:
         print(f"  median of {len(p.emulations_s)} emulations: " + ", ".join(f"{s * ms:.2f}" for s in p.emulations_s)
               + " ms")
@@ -221,6 +222,22 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     if args.timeline:
         print(f"  timeline: {args.timeline} (open in ui.perfetto.dev)")
     return 0
+
+
+HOST_BOUND = 0.5  # a step that follows its host this much moves with one emulation's noise (docs/accuracy.md)
+
+
+def interval_lines(p: Prediction) -> list[str]:
+    """The interval, what widens it, and for a host-bound step from one emulation, what steadies it."""
+    low, high = p.interval_s
+    host, estimated = p.sensitivity.get("host", 0.0), p.sensitivity.get("estimated", 0.0)
+    why = (f" (the step follows its host {100 * host:.0f}%, kernels no profile measured {100 * estimated:.0f}%)"
+           if p.sensitivity else "")
+    lines = [f"  90% interval {low * 1e3:.2f} to {high * 1e3:.2f} ms{why}"]
+    if host >= HOST_BOUND and len(p.emulations_s) <= 1:
+        lines.append("  note: the step is host-bound, and one emulation's host delays can vary by 10% or more from "
+                     "run to run; 'maya predict --repeat 3' takes the median of three")
+    return lines
 
 
 def _cmd_record(args: argparse.Namespace, command: list[str]) -> int:

@@ -75,3 +75,12 @@ def test_the_sensitivities_say_what_sets_the_step(tmp_path: Path, monkeypatch: p
     loop_trace(tmp_path / "job" / "rank0.mayatrace", 6)
     p = predict_folder(tmp_path / "job", "H100-SXM-80GB")
     assert p.sensitivity == pytest.approx({"host": host, "estimated": estimated}, abs=0.1)
+
+
+def test_maya_predict_says_how_to_steady_a_host_bound_step():
+    from maya.cli import interval_lines
+
+    bound = interval_lines(prediction([0.1], sensitivity={"host": 0.8, "estimated": 0.1}))
+    assert "follows its host 80%" in bound[0] and "--repeat 3" in bound[1]
+    assert len(interval_lines(prediction([0.1], sensitivity={"host": 0.2, "estimated": 0.1}))) == 1
+    assert len(interval_lines(prediction([0.1], [0.1, 0.1, 0.1], sensitivity={"host": 0.8}))) == 1
