@@ -85,10 +85,11 @@ class Prediction:
         return self.step_time_s * max(0.0, 1 - half), self.step_time_s * (1 + half)
 
     def to_json(self) -> dict[str, Any]:
+        low, high = self.interval_s
         return {"gpu": self.gpu, "step_time_s": self.step_time_s, "steps_s": list(self.steps_s),
                 "breakdown": self.breakdown, "peak_memory_bytes": self.peak_memory_bytes,
                 "capacity_bytes": self.capacity_bytes, "fits": self.fits, "confidence": self.confidence,
-                "step_time_low_s": self.interval_s[0], "step_time_high_s": self.interval_s[1],
+                "step_time_low_s": low, "step_time_high_s": high,
                 "emulations_step_time_s": list(self.emulations_s or (self.step_time_s,)),
                 "sensitivity": self.sensitivity,
                 "collective_models": self.collective_models, "approximated": self.approximated}
@@ -152,8 +153,9 @@ class Job:
             self.collective_ns[source] = self.collective_ns.get(source, 0.0) + ns
             return ns
 
+        durations = self.durations if durations is None else durations
         try:
-            return simulate(self.traces, self.durations if durations is None else durations, collective_ns, host_slowdown=host.slowdown,
+            return simulate(self.traces, durations, collective_ns, host_slowdown=host.slowdown,
                             call_ns=host.priced_calls(), default_call_ns=host.default_call_ns, gap_scale=self.gap_scale,
                             launch_latency_ns=host.launch_latency_ns, launch_gap_ns=host.launch_gap_ns,
                             sharing=self.sharing)

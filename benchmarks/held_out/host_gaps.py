@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import tarfile
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.archives import extract_all
 from maya.predict import rank_traces
 from maya.predictor.replay.host import host_model
 from maya.predictor.trace import Kind, Trace, read_trace
@@ -80,8 +80,7 @@ def transitions(recorded: Trace, emulated: Trace, steps: int) -> list[tuple[str,
 
 def _load(path: Path, scratch: Path) -> Path:
     if path.name.endswith(".tar.xz"):
-        with tarfile.open(path) as tar:
-            tar.extractall(scratch, filter="data")
+        extract_all(path.parent, scratch, (path.name,))
         return next(p.parent for p in scratch.rglob("rank0.mayatrace"))
     return path
 
