@@ -58,6 +58,14 @@ def failed_allocations(trace: Trace) -> list[dict[str, int]]:
     ]
 
 
+def _left_out(rank: dict[str, Any]) -> str:
+    """What the trace clock left out of a rank's host time, as the summary line says it ("" when little)."""
+    parts = [f"{rank.get(key, 0):.1f} s {what}" for key, what in
+             (("off_cpu_seconds", "off the CPU"), ("gc_seconds", "in garbage collections"))
+             if rank.get(key, 0) >= 0.05]
+    return f" ({' and '.join(parts)} left out)" if parts else ""
+
+
 def device_reads(trace: Trace) -> int:
     """Device-to-host copies that ran: where a program reads values kernels
     would have computed (``.item()``, ``.cpu()``), which are zeros here."""
@@ -115,6 +123,7 @@ def trace_facts(trace: Trace) -> dict[str, Any]:
         "graph_launches": int(counts[Kind.GRAPH_LAUNCH]),
         "host_seconds": trace.span_ns / 1e9,
         "off_cpu_seconds": int(trace.header.get("off_cpu_us", 0)) / 1e6,
+        "gc_seconds": int(trace.header.get("gc_us", 0)) / 1e6,
         "trace_reserved_peak_bytes": reserved_peaks(trace),
         "failed_allocations": failed_allocations(trace),
         "unsupported_apis": unsupported_apis(trace),
@@ -156,6 +165,7 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             "device_reads": 0,
             "host_seconds": 0.0,
             "off_cpu_seconds": 0.0,  # left out of the trace clock: the process was off the CPU between calls
+            "gc_seconds": 0.0,  # left out of the trace clock: Python's garbage collections
             "trace_files": [p.name for p in files["trace"]],
             "errors": [],
         }
@@ -174,6 +184,7 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             entry["dnn_calls"] += facts["dnn_calls"]
             entry["host_seconds"] = max(entry["host_seconds"], facts["host_seconds"])
             entry["off_cpu_seconds"] = max(entry["off_cpu_seconds"], facts["off_cpu_seconds"])
+            entry["gc_seconds"] = max(entry["gc_seconds"], facts["gc_seconds"])
             reserved = max([reserved, *facts["trace_reserved_peak_bytes"].values()])
             if facts["failed_allocations"]:
                 entry["out_of_memory"] = True
@@ -251,7 +262,7 @@ def render(summary: dict[str, Any]) -> list[str]:
         lines.append(
             f"  rank {r['rank']}: {r['kernel_launches']} kernels, {r['library_calls']} library calls, "
             f"{r['collectives']} collectives, {mem}, {r['host_seconds']:.1f} s host time"
-            + (f" ({r['off_cpu_seconds']:.1f} s off the CPU left out)" if r.get("off_cpu_seconds", 0) >= 0.05 else "")
+            + _left_out(r)
         )
         if r["out_of_memory"]:
             req = r.get("oom_request_bytes")

@@ -5,6 +5,7 @@ calibrated model that ``maya predict`` applies, and its rescaling to the emulati
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -192,4 +193,38 @@ print(json.dumps(marks))
     else:
         assert slept < 0.02e9 and 0.29 < off < lifetime
         assert r.rank0["off_cpu_seconds"] == pytest.approx(off)
-        assert "off the CPU left out" in r.stdout + r.stderr
+        assert re.search(r"\(0\.\d s off the CPU( and [0-9.]+ s in garbage collections)? left out\)", r.stdout + r.stderr)
+
+
+@pytest.mark.emulation
+@pytest.mark.parametrize("wall_clock", [False, True])
+def test_garbage_collections_are_left_out_of_the_clock(tmp_path: Path, wall_clock: bool) -> None:
+    """A full collection over a million tracked lists between two synchronisations is left out
+    of the trace clock (the start-up hook brackets it for the interposer), and the header and
+    the summary say how much; ``MAYA_WALL_CLOCK=1`` keeps it."""
+    from emulated import run_emulated
+
+    script = """
+import gc, json, time, torch
+junk = [[i] for i in range(1_000_000)]
+x = torch.ones(4, device="cuda")
+torch.cuda.synchronize()
+began = time.perf_counter()
+gc.collect()
+took = time.perf_counter() - began
+torch.cuda.synchronize()
+print(json.dumps(took))
+"""
+    r = run_emulated(script, tmp_path, env={"MAYA_WALL_CLOCK": "1"} if wall_clock else {})
+    assert r.returncode == 0, r.output
+    took = json.loads(r.stdout.strip().splitlines()[-1])
+    trace = read_trace(r.trace_path())
+    a, b = trace.of_kind(Kind.DEVICE_SYNC)[-2:]
+    gap = int(trace.records["t_ns"][b]) - int(trace.records["t_ns"][a] + trace.records["dur_ns"][a])
+    gc_s = trace.header["gc_us"] / 1e6
+    assert r.rank0["gc_seconds"] == pytest.approx(gc_s)
+    if wall_clock:
+        assert gap >= took * 1e9 and gc_s == 0
+    else:
+        assert took > 0.02 and gap < 0.2 * took * 1e9 and gc_s >= 0.9 * took
+        assert r.rank0["off_cpu_seconds"] < gc_s  # a collection is not time off the CPU

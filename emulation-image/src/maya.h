@@ -126,6 +126,8 @@ extern int maya_cpu_clock;
 maya_call maya_enter(void);
 /* The end of a call that writes no record: the thread no longer counts as inside one. */
 void maya_leave(void);
+/* Python's collector starts (1) or stops (0) a collection: left out of the trace clock (trace.c). */
+void maya_gc_pause(int begin);
 
 /* Fill and append a record; dur_ns is taken from the call.  The device is the
  * current one unless the caller sets it. */

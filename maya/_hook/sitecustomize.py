@@ -14,6 +14,10 @@ delays measured under emulation then vary far less between runs (threads
 that migrate between CPUs, and wake each other across them, made the same
 step's host time differ by up to 50% from one emulation to the next).
 Processes the program forks (data loader workers) get every CPU back.
+
+Python's garbage collections are left out of the trace clock: a gc callback
+tells the interposer when each starts and stops (``maya_gc_pause``; the
+reasons are in emulation-image/src/trace.c).
 """
 
 import atexit
@@ -128,8 +132,27 @@ def _pin() -> None:
         pass
 
 
+def _bracket_collections() -> None:
+    """Tell the interposer when each garbage collection starts and stops (a no-op with the wall clock)."""
+    try:
+        import ctypes
+        import gc
+
+        pause = ctypes.PyDLL(None).maya_gc_pause  # keeps the GIL: the call only takes a lock
+    except (ImportError, OSError, AttributeError):  # not under the interposer (or record mode)
+        return
+    pause.argtypes = [ctypes.c_int]
+    pause.restype = None
+
+    def on_collection(phase, info, _pause=pause):  # type: ignore[no-untyped-def]
+        _pause(1 if phase == "start" else 0)
+
+    gc.callbacks.append(on_collection)
+
+
 _chain()
 _pin()
+_bracket_collections()
 _previous_excepthook = sys.excepthook
 sys.excepthook = _excepthook
 sys.exit = _exit

@@ -103,7 +103,7 @@ HEADER_FIELDS: tuple[tuple[str, str], ...] = (
     ("gpus_per_node", "i"),
     ("num_devices", "I"),
     ("off_cpu_us", "I"),
-    ("reserved", "I"),
+    ("gc_us", "I"),
     ("start_unix_ns", "Q"),
 )
 HEADER_STRUCT = struct.Struct("<8s" + "".join(code for _, code in HEADER_FIELDS) + "64s")

@@ -48,7 +48,7 @@ class TraceWriter:
             "gpus_per_node": 8,
             "num_devices": 1,
             "off_cpu_us": 0,
-            "reserved": 0,
+            "gc_us": 0,
             "start_unix_ns": 0,
             "gpu_name": "",
         }
