@@ -88,9 +88,10 @@ static pthread_key_t g_thread_key;      /* a thread that ends inside a call no l
  * gc callback (maya/_hook) brackets each collection with maya_gc_pause(1) and (0); the pause is
  * left out when no other thread was inside a call or ended one meanwhile (else its records
  * would move), and the header's gc_us holds the total left out.  The GPU server's collections
- * are in the host model's factor, fitted on delays taken the same way. */
+ * stay in the host model's factor, fitted on steadied delays that mostly escaped them. */
 static uint64_t g_gc;                   /* ns of collections left out so far */
-static uint64_t g_gc_wall;              /* when the current collection started (0: none) */
+static int g_gc_open;                   /* a collection has started and not stopped */
+static uint64_t g_gc_wall;              /* when it started */
 static uint64_t g_gc_mark;              /* ...and g_mark_wall then */
 static int g_gc_alone;                  /* ...and no thread was inside a call then */
 
@@ -162,17 +163,18 @@ MAYA_EXPORT void maya_gc_pause(int begin) {
     pthread_mutex_lock(&g_clock_lock);
     uint64_t wall = wall_ns();
     if (begin) {
-        g_gc_wall = wall ? wall : 1;
+        g_gc_open = 1;
+        g_gc_wall = wall;
         g_gc_mark = g_mark_wall;
         g_gc_alone = g_inside == 0;
-    } else if (g_gc_wall) {
-        if (g_gc_alone && g_inside == 0 && g_mark_wall == g_gc_mark && wall > g_gc_wall) {
+    } else if (g_gc_open) {
+        if (g_gc_alone && g_inside == 0 && g_mark_wall == g_gc_mark) {
             uint64_t d = wall - g_gc_wall;
             __atomic_add_fetch(&g_off, d, __ATOMIC_RELAXED);
             g_gc += d;
             g_ref_valid = 0;  /* the CPU time read before spans the collection: start a new interval */
         }
-        g_gc_wall = 0;
+        g_gc_open = 0;
     }
     pthread_mutex_unlock(&g_clock_lock);
 }
@@ -232,7 +234,7 @@ static void write_all(const void *p, size_t n) {
 static void flush_locked(void) {
     if (g_used && g_fd >= 0) write_all(g_buf, (size_t)g_used * MAYA_SLOT);
     g_used = 0;
-    if (g_fd >= 0 && !g_failed) {  /* the header's running total of time off the CPU */
+    if (g_fd >= 0 && !g_failed) {  /* the header's running totals of what the clock left out */
         uint64_t gc_ns = __atomic_load_n(&g_gc, __ATOMIC_RELAXED);
         uint64_t us = (__atomic_load_n(&g_off, __ATOMIC_RELAXED) - gc_ns) / 1000;
         g_header.off_cpu_us = us > 0xFFFFFFFFull ? 0xFFFFFFFFu : (uint32_t)us;
