@@ -162,6 +162,7 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     import tempfile
 
     from maya.predict import PredictError, predict_folder, predict_median
+    from maya.summary import device_value_lines
 
     if (args.source is None) == (not command):
         print("maya predict: give either a command after '--' or --from DIR", file=sys.stderr)
@@ -219,6 +220,9 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
         print("  collective time by model: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in p.collective_models.items()))
     if p.approximated:  # emulated or timed only approximately (emulation-image/TRACE_FORMAT.md)
         print("  approximated: " + "; ".join(f"{k} (x{n})" for k, n in p.approximated.items()))
+    if p.device_values:
+        for line in device_value_lines({"device_values": p.device_values}):
+            print(f"  {line}")
     if args.timeline:
         print(f"  timeline: {args.timeline} (open in ui.perfetto.dev)")
     return 0

@@ -62,6 +62,9 @@ class Prediction:
     sensitivity: dict[str, float] = field(default_factory=dict)  # step's elasticity to "host", "estimated" kernels
     collective_models: dict[str, float] = field(default_factory=dict)  # share of collective time by model
     approximated: dict[str, int] = field(default_factory=dict)  # name -> count: emulated or timed only approximately
+    # rank 0's data-dependent results given expected values, and its reads of values no kernel computed
+    # ({"assumed": [...], "unknown": [...]}, maya/_hook/_maya_device_values.py; {}: not reported)
+    device_values: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def fits(self) -> bool:
@@ -92,7 +95,8 @@ class Prediction:
                 "step_time_low_s": low, "step_time_high_s": high,
                 "emulations_step_time_s": list(self.emulations_s or (self.step_time_s,)),
                 "sensitivity": self.sensitivity,
-                "collective_models": self.collective_models, "approximated": self.approximated}
+                "collective_models": self.collective_models, "approximated": self.approximated,
+                "device_values": self.device_values}
 
 
 def rank_traces(folder: Path) -> list[Trace]:
@@ -240,7 +244,8 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     total = sum(job.weights.values()) or 1.0
     return Prediction(g.name, st.step_s, st.steps, st.breakdown, _peaks(job.summary, traces),
                       g.memory_bytes - g.reserved_bytes, {k: v / total for k, v in sorted(job.weights.items())},
-                      collective_models=collective_models, approximated=approximated, sensitivity=sensitivity)
+                      collective_models=collective_models, approximated=approximated, sensitivity=sensitivity,
+                      device_values=_rank0(job.summary).get("device_values") or {})
 
 
 def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | None = None,
@@ -271,6 +276,10 @@ def _estimators(gpu: str) -> estimate.Estimators:
     if gpu not in _LOADED:
         _LOADED[gpu] = estimate.load(gpu)
     return _LOADED[gpu]
+
+
+def _rank0(summary: dict[str, Any]) -> dict[str, Any]:
+    return next((r for r in summary.get("ranks", []) if r.get("rank") == 0), {})
 
 
 def _peaks(summary: dict[str, Any], traces: list[Trace]) -> list[int]:

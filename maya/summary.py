@@ -218,6 +218,8 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
                 entry["exit_code"] = report.get("exit_status")
             if report.get("exception"):
                 entry["exception"] = report["exception"]
+            if report.get("device_values") is not None:  # the start-up hook's (maya/_hook/_maya_device_values.py)
+                entry["device_values"] = report["device_values"]
         if entry["peak_reserved_bytes"] is None and files["trace"]:
             entry["peak_reserved_bytes"] = reserved
         else:
@@ -240,6 +242,27 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
         "approximated": dict(sorted(approximated.items())),
         "ranks": ranks,
     }
+
+
+def device_value_lines(rank: dict[str, Any]) -> list[str]:
+    """What a rank read of device values, where no kernel ran: the expected values it was given, and the
+    reads that saw zeros (by program line).  Without the start-up hook's report, the bare count of reads."""
+    values = rank.get("device_values")
+    if values is None:
+        if not rank.get("device_reads"):
+            return []
+        return [f"read device memory back {rank['device_reads']} time(s) (.item(), .cpu(), ...): kernels do not "
+                "run here, so computed values read as zeros and code that branches on them may take another path "
+                "than on a real GPU"]
+    lines = []
+    if values["assumed"]:
+        lines.append("data-dependent results given expected values: " + "; ".join(
+            f"{a['operation']} at {a['where']} (x{a['count']}): {a['as']}" for a in values["assumed"][:5]))
+    if values["unknown"]:
+        lines.append("read integer device values no kernel computed here (zeros): " + ", ".join(
+            f"{u['operation']} at {u['where']} (x{u['count']})" for u in values["unknown"][:5])
+            + ": work sized or chosen by them may differ from a real GPU's")
+    return lines
 
 
 def render(summary: dict[str, Any]) -> list[str]:
@@ -281,12 +304,7 @@ def render(summary: dict[str, Any]) -> list[str]:
             )
         if r.get("approximated"):
             lines.append(f"  rank {r['rank']}: {approximated_line(r['approximated'])}")
-        if r.get("device_reads"):
-            lines.append(
-                f"  rank {r['rank']}: read device memory back {r['device_reads']} time(s) (.item(), .cpu(), ...): "
-                "kernels do not run here, so computed values read as zeros and code that branches on them "
-                "may take another path than on a real GPU"
-            )
+        lines += [f"  rank {r['rank']}: {line}" for line in device_value_lines(r)]
         for err in r["errors"]:
             lines.append(f"  rank {r['rank']}: could not read {err}")
     cpus = summary.get("emulating_cpus")

@@ -18,9 +18,15 @@ Processes the program forks (data loader workers) get every CPU back.
 Python's garbage collections are left out of the trace clock: a gc callback
 tells the interposer when each starts and stops (``maya_gc_pause``; the
 reasons are in emulation-image/src/trace.c).
+
+Under the emulating interposer, once the program imports torch, its
+data-dependent operations are wrapped (``_maya_device_values``): the ones
+with a natural expected result get it, the other reads of device values are
+counted by program line, and the counts go into the torch report.
 """
 
 import atexit
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import json
@@ -94,6 +100,7 @@ def _write() -> None:
             )
         status = _state["exit_status"]
         rank = os.environ.get("RANK", "0")
+        values = sys.modules.get("_maya_device_values")
         report = {
             "rank": int(rank) if rank.lstrip("-").isdigit() else rank,
             "pid": os.getpid(),
@@ -102,6 +109,7 @@ def _write() -> None:
             "oom_message": _state["oom_message"],
             "exception": _state["exception"],
             "devices": devices,
+            "device_values": values.report() if values is not None else None,
         }
         os.makedirs(out_dir, exist_ok=True)
         path = os.path.join(out_dir, f"rank{rank}.torch.json")
@@ -132,14 +140,23 @@ def _pin() -> None:
         pass
 
 
-def _bracket_collections() -> None:
-    """Tell the interposer when each garbage collection starts and stops (a no-op with the wall clock)."""
+def _emulating_export(name: str):  # type: ignore[no-untyped-def]
+    """The emulating interposer's export ``name``; None when not under it (or in record mode)."""
     try:
         import ctypes
-        import gc
 
-        pause = ctypes.PyDLL(None).maya_gc_pause  # keeps the GIL: the call only takes a lock
-    except (ImportError, OSError, AttributeError):  # not under the interposer (or record mode)
+        return getattr(ctypes.PyDLL(None), name)  # PyDLL keeps the GIL: the exports only take a lock
+    except (ImportError, OSError, AttributeError):
+        return None
+
+
+def _bracket_collections() -> None:
+    """Tell the interposer when each garbage collection starts and stops (a no-op with the wall clock)."""
+    import ctypes
+    import gc
+
+    pause = _emulating_export("maya_gc_pause")
+    if pause is None:
         return
     pause.argtypes = [ctypes.c_int]
     pause.restype = None
@@ -150,9 +167,41 @@ def _bracket_collections() -> None:
     gc.callbacks.append(on_collection)
 
 
+class _AfterTorch(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds torch as usual, and once its package has run, wraps its data-dependent operations."""
+
+    def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
+        if fullname != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is not None and spec.loader is not None:
+            self._loader = spec.loader
+            spec.loader = self
+        return spec
+
+    def create_module(self, spec):  # type: ignore[no-untyped-def]
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):  # type: ignore[no-untyped-def]
+        self._loader.exec_module(module)
+        try:
+            import _maya_device_values
+
+            _maya_device_values.install(module)
+        except Exception as e:  # the program runs on without the wrappers
+            print(f"maya: could not wrap torch's data-dependent operations: {e!r}", file=sys.stderr)
+
+
+def _watch_device_values() -> None:
+    if _emulating_export("maya_gc_pause") is not None and "torch" not in sys.modules:
+        sys.meta_path.insert(0, _AfterTorch())
+
+
 _chain()
 _pin()
 _bracket_collections()
+_watch_device_values()
 _previous_excepthook = sys.excepthook
 sys.excepthook = _excepthook
 sys.exit = _exit

@@ -1,0 +1,92 @@
+"""Data-dependent results under emulation (maya/_hook/_maya_device_values.py): token counts and
+coalesced sparse gradients get their expected values, other reads of device values are reported by
+program line, and nothing of it happens outside the emulating interposer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from emulated import REPO, run_emulated
+
+from maya.summary import device_value_lines
+
+sys.path.insert(0, str(REPO / "maya" / "_hook"))
+from _maya_device_values import distinct_draws  # noqa: E402
+
+
+def test_distinct_draws_is_the_expected_number_of_distinct_rows() -> None:
+    assert distinct_draws(4096, 1000) == 983  # 1000 * (1 - (1 - 1/1000)**4096)
+    assert distinct_draws(65536, 4_000_000) in range(65000, 65536)  # almost every draw is a new row
+    assert distinct_draws(65536, 50) == 50
+    assert distinct_draws(10, 1) == 1
+    assert distinct_draws(0, 100) == 0
+
+
+SCRIPT = """
+import json, torch
+experts = torch.randint(0, 8, (1000,), device="cuda")
+counts = torch.bincount(experts, minlength=8).tolist()
+histogram = torch.histc(experts.float(), bins=4, min=0, max=8).tolist()
+address = torch.bincount(experts, minlength=8).data_ptr()  # freed at once: its memory is zeroed again
+reused = torch.empty(8, dtype=torch.int64, device="cuda")
+emb = torch.nn.Embedding(1000, 16, sparse=True).cuda()
+emb(torch.randint(0, 1000, (4096,), device="cuda")).sum().backward()
+grad = emb.weight.grad.coalesce()
+torch.optim.SparseAdam(emb.parameters()).step()
+picked = torch.nonzero(experts > 3)
+print(json.dumps({"counts": counts, "histogram": histogram, "rows": grad._nnz(), "coalesced": grad.is_coalesced(),
+                  "values": list(grad._values().shape), "reused": reused.data_ptr() == address,
+                  "reused_reads": reused.tolist(), "picked": list(picked.shape)}))
+"""
+
+
+def test_data_dependent_results_get_expected_values(tmp_path: Path) -> None:
+    r = run_emulated(SCRIPT, tmp_path)
+    assert r.returncode == 0, r.output
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    # token counts: the 1000 items spread evenly over the bins (zeros without the hook)
+    assert out["counts"] == [125] * 8
+    assert out["histogram"] == [250.0] * 4
+    # a sparse gradient of 4096 rows of a 1000-row table coalesces to the rows uniform draws give
+    assert out["rows"] == 983 and out["coalesced"] and out["values"] == [983, 16]
+    # the counts do not outlive their tensor: the allocator's next block there reads zeros
+    assert out["reused"] and out["reused_reads"] == [0] * 8
+    # nonzero has no expected value: zeros, reported at its line
+    assert out["picked"] == [0, 1]
+    values = r.rank0["device_values"]
+    assumed = {(a["operation"], a["where"]): a["count"] for a in values["assumed"]}
+    assert assumed == {("bincount", "script.py:4"): 1, ("histc", "script.py:5"): 1, ("bincount", "script.py:6"): 1,
+                       ("coalesce", "script.py:10"): 1, ("coalesce", "script.py:11"): 1}
+    unknown = {(u["operation"], u["where"]) for u in values["unknown"]}
+    assert unknown == {("nonzero", "script.py:12"), (".tolist()", "script.py:15")}
+    lines = device_value_lines(r.rank0)
+    assert "bincount at script.py:4 (x1): counts spread evenly over the bins" in lines[0]
+    assert "nonzero at script.py:12 (x1)" in lines[1] and "may differ from a real GPU's" in lines[1]
+    assert any("nonzero at script.py:12" in line for line in r.stdout.splitlines() + r.stderr.splitlines())
+
+
+def test_a_job_without_data_dependent_reads_says_nothing(tmp_path: Path) -> None:
+    r = run_emulated("import torch\nx = torch.ones(4, device='cuda')\nprint(float((x * 2).sum().item()))", tmp_path)
+    assert r.returncode == 0, r.output
+    assert r.rank0["device_values"] == {"assumed": [], "unknown": []}  # a float read (a loss) is not reported
+    assert device_value_lines(r.rank0) == []
+
+
+def test_outside_the_emulating_interposer_torch_is_untouched() -> None:
+    """On a real GPU (record mode) or with no interposer, the hook leaves torch's operations alone."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "maya" / "_hook")}
+    code = "import torch, sys; print(torch.bincount is torch._C._VariableFunctions.bincount, " \
+           "'_maya_device_values' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]
+
+
+@pytest.mark.parametrize("values", [None, {"assumed": [], "unknown": []}])
+def test_without_the_hook_report_the_bare_count_of_reads_is_said(values: dict | None) -> None:
+    rank = {"device_reads": 3, **({"device_values": values} if values is not None else {})}
+    assert (device_value_lines(rank) != []) == (values is None)
