@@ -16,10 +16,13 @@ a natural expected value, the emulated one gets it, and says so:
   entries' indices drawn uniformly, so as many distinct rows as that many
   uniform draws give on average.
 
-Other reads of integer or boolean device values (``.tolist()``, ``.item()``,
-``nonzero``, ``torch.where(mask)``, ``unique``, ``masked_select``) still see
-zeros; each is counted by the line of the program that made it, so ``maya
-emulate`` can say where the prediction may miss work.
+Other reads of integer or boolean device values still see zeros; those made
+by ``.tolist()``, ``nonzero``, ``torch.where(mask)``, ``argwhere``,
+``unique`` and ``masked_select`` are counted by the line of the program that
+made them, so ``maya emulate`` can say where the prediction may miss work.
+``.item()``, ``bool()`` and ``int()`` are left alone: they run on hot paths
+(an optimizer reads every parameter's step count with ``.item()``), where a
+wrapper's own time would be taken for the program's host time.
 
 Installed by the start-up hook only under the emulating interposer (never in
 record mode), after ``torch`` is imported.  Each wrapper returns the
@@ -164,21 +167,20 @@ def _wrap_coalesce(original: Any, torch: Any) -> Any:
     return coalesce
 
 
-def _wrap_read(original: Any, kind: str) -> Any:
+def _wrap_tolist(original: Any) -> Any:
     """A host read of device values: counted as unknown when integral and not written by an assumption."""
-    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not _compiling() and getattr(self, "is_cuda", False) and self.dtype in _INTEGRAL:
-            if self.data_ptr() not in _known:
-                unknown[(kind, _site())] += 1
-        return original(self, *args, **kwargs)
-    return read
+    def tolist(self: Any) -> Any:
+        if self.is_cuda and self.dtype in _INTEGRAL and self.data_ptr() not in _known and not _compiling():
+            unknown[(".tolist()", _site())] += 1
+        return original(self)
+    return tolist
 
 
 def _wrap_sized(original: Any, kind: str, first_only: bool = False) -> Any:
     """An operation whose result's size the device values decide: counted as unknown on the device."""
     def sized(*args: Any, **kwargs: Any) -> Any:
-        if (not _compiling() and (not first_only or len(args) + len(kwargs) == 1) and args
-                and getattr(args[0], "is_cuda", False)):
+        if ((not first_only or len(args) + len(kwargs) == 1) and args and getattr(args[0], "is_cuda", False)
+                and not _compiling()):
             unknown[(kind, _site())] += 1
         return original(*args, **kwargs)
     return sized
@@ -196,12 +198,13 @@ def install(torch: Any) -> None:
     torch.histc = _wrap_histc(torch.histc)
     T.histc = _wrap_histc(T.histc)
     T.coalesce = _wrap_coalesce(T.coalesce, torch)
-    for name in ("tolist", "item", "__bool__", "__int__", "__index__"):
-        setattr(T, name, _wrap_read(getattr(T, name), f".{name.strip('_')}()"))
+    # Not .item(), bool() or int(): optimizers call .item() on every parameter's step count, and a wrapper's
+    # cost there would land in the emulated host delays (device_reads still counts those reads).
+    T.tolist = _wrap_tolist(T.tolist)
     for name in ("nonzero", "argwhere", "masked_select", "unique", "unique_consecutive"):
         setattr(torch, name, _wrap_sized(getattr(torch, name), name))
-        if hasattr(T, name):
-            setattr(T, name, _wrap_sized(getattr(T, name), name))
+    for name in ("nonzero", "argwhere", "masked_select"):  # Tensor.unique calls torch.unique
+        setattr(T, name, _wrap_sized(getattr(T, name), name))
     torch.where = _wrap_sized(torch.where, "where", first_only=True)
 
 

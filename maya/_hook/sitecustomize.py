@@ -20,9 +20,10 @@ tells the interposer when each starts and stops (``maya_gc_pause``; the
 reasons are in emulation-image/src/trace.c).
 
 Under the emulating interposer, once the program imports torch, its
-data-dependent operations are wrapped (``_maya_device_values``): the ones
-with a natural expected result get it, the other reads of device values are
-counted by program line, and the counts go into the torch report.
+data-dependent operations are wrapped (``_maya_device_values``; not with
+``MAYA_DEVICE_VALUES=0``): the ones with a natural expected result get it,
+the other reads of device values are counted by program line, and the counts
+go into the torch report.
 """
 
 import atexit
@@ -194,6 +195,9 @@ class _AfterTorch(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def _watch_device_values() -> None:
+    """``MAYA_DEVICE_VALUES=0``: leave torch alone (device values then read as zeros everywhere)."""
+    if os.environ.get("MAYA_DEVICE_VALUES", "1") == "0":
+        return
     if _emulating_export("maya_gc_pause") is not None and "torch" not in sys.modules:
         sys.meta_path.insert(0, _AfterTorch())
 
