@@ -161,7 +161,9 @@ def widget_crd(kube_apiserver: ControlPlane) -> str:
     while time.monotonic() < deadline:
         status, body = kube_apiserver.request("GET", path)
         assert status == 200, body
-        conditions = {c["type"]: c["status"] for c in json.loads(body).get("status", {}).get("conditions", [])}
+        # a CRD just created may show "status": {"conditions": null} until the controller fills it
+        crd_status = json.loads(body).get("status") or {}
+        conditions = {c["type"]: c["status"] for c in crd_status.get("conditions") or []}
         if conditions.get("Established") == "True":
             # Established means served; the discovery of the new group may lag a little.
             status, _ = kube_apiserver.request("GET", f"/apis/{GROUP}/v1/{PLURAL}")
