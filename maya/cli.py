@@ -220,9 +220,8 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
         print("  collective time by model: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in p.collective_models.items()))
     if p.approximated:  # emulated or timed only approximately (emulation-image/TRACE_FORMAT.md)
         print("  approximated: " + "; ".join(f"{k} (x{n})" for k, n in p.approximated.items()))
-    if p.device_values:
-        for line in device_value_lines({"device_values": p.device_values}):
-            print(f"  {line}")
+    for line in device_value_lines(p.device_values or None):
+        print(f"  {line}")
     if args.timeline:
         print(f"  timeline: {args.timeline} (open in ui.perfetto.dev)")
     return 0

@@ -244,14 +244,14 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
     }
 
 
-def device_value_lines(rank: dict[str, Any]) -> list[str]:
+def device_value_lines(values: dict[str, Any] | None, device_reads: int = 0) -> list[str]:
     """What a rank read of device values, where no kernel ran: the expected values it was given, and the
-    reads that saw zeros (by program line).  Without the start-up hook's report, the bare count of reads."""
-    values = rank.get("device_values")
+    reads that saw zeros (by program line; ``values`` is its ``device_values``).  Without the start-up
+    hook's report (None), the bare count of reads."""
     if values is None:
-        if not rank.get("device_reads"):
+        if not device_reads:
             return []
-        return [f"read device memory back {rank['device_reads']} time(s) (.item(), .cpu(), ...): kernels do not "
+        return [f"read device memory back {device_reads} time(s) (.item(), .cpu(), ...): kernels do not "
                 "run here, so computed values read as zeros and code that branches on them may take another path "
                 "than on a real GPU"]
     lines = []
@@ -304,7 +304,8 @@ def render(summary: dict[str, Any]) -> list[str]:
             )
         if r.get("approximated"):
             lines.append(f"  rank {r['rank']}: {approximated_line(r['approximated'])}")
-        lines += [f"  rank {r['rank']}: {line}" for line in device_value_lines(r)]
+        lines += [f"  rank {r['rank']}: {line}"
+                  for line in device_value_lines(r.get("device_values"), r.get("device_reads", 0))]
         for err in r["errors"]:
             lines.append(f"  rank {r['rank']}: could not read {err}")
     cpus = summary.get("emulating_cpus")

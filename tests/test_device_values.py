@@ -64,7 +64,7 @@ def test_data_dependent_results_get_expected_values(tmp_path: Path) -> None:
                        ("coalesce", "script.py:10"): 1, ("coalesce", "script.py:11"): 1}
     unknown = {(u["operation"], u["where"]) for u in values["unknown"]}
     assert unknown == {("nonzero", "script.py:12"), (".tolist()", "script.py:15")}
-    lines = device_value_lines(r.rank0)
+    lines = device_value_lines(r.rank0["device_values"])
     assert "bincount at script.py:4 (x1): counts spread evenly over the bins" in lines[0]
     assert "nonzero at script.py:12 (x1)" in lines[1] and "may differ from a real GPU's" in lines[1]
     assert any("nonzero at script.py:12" in line for line in r.stdout.splitlines() + r.stderr.splitlines())
@@ -74,7 +74,7 @@ def test_a_job_without_data_dependent_reads_says_nothing(tmp_path: Path) -> None
     r = run_emulated("import torch\nx = torch.ones(4, device='cuda')\nprint(float((x * 2).sum().item()))", tmp_path)
     assert r.returncode == 0, r.output
     assert r.rank0["device_values"] == {"assumed": [], "unknown": []}  # a float read (a loss) is not reported
-    assert device_value_lines(r.rank0) == []
+    assert device_value_lines(r.rank0["device_values"], r.rank0["device_reads"]) == []
 
 
 def test_outside_the_emulating_interposer_torch_is_untouched() -> None:
@@ -88,5 +88,4 @@ def test_outside_the_emulating_interposer_torch_is_untouched() -> None:
 
 @pytest.mark.parametrize("values", [None, {"assumed": [], "unknown": []}])
 def test_without_the_hook_report_the_bare_count_of_reads_is_said(values: dict | None) -> None:
-    rank = {"device_reads": 3, **({"device_values": values} if values is not None else {})}
-    assert (device_value_lines(rank) != []) == (values is None)
+    assert (device_value_lines(values, device_reads=3) != []) == (values is None)

@@ -143,10 +143,7 @@ def _wrap_coalesce(original: Any, torch: Any) -> Any:
         # where this memory holds no count (zeros, or whatever an earlier tensor left: 2**30 entries once).
         try:
             n, sparse_dims = self._nnz(), self.sparse_dim()
-            rows = 1
-            for s in self.shape[:sparse_dims]:
-                rows *= int(s)
-            m = distinct_draws(n, rows)
+            m = distinct_draws(n, math.prod(self.shape[:sparse_dims]))
             indices, values = self._indices(), self._values()
             # what CUDA's coalesce launches: a sort of the n indices, and a sum of their values into m rows
             _, order = indices[0].sort()
