@@ -2,7 +2,8 @@
 
 Covers: a run's step as the median of its timed steps (rank 0), a configuration's as the median
 over runs pooled over machines, with the spread and each machine's median; peak memory the largest
-over ranks; the device name mapped to the catalog GPU; failed runs and the plan grid left out, runs
+over ranks; the device name mapped to the catalog GPU; two ranks' results printed on one line read
+from the run's kept stdout; failed runs and the plan grid left out, runs
 without a result line counted; an unknown device and a folder without results refused; errors,
 the suite's median and max, the known-gap cases summed up apart and an unpredicted case named.
 """
@@ -53,13 +54,19 @@ def data(tmp_path: Path) -> Path:
                               line([0.050, 0.050, 0.050], H100, 800, rank=0)], nproc=2),
         run("ddp_gpt2_tied", [], nproc=2),  # ranks' lines interleaved: nothing parsed
     ])
-    machine(tmp_path, "H200-SXM-141GB-x2", [run("vit", [line([0.009, 0.009, 0.009], H200, 1000)])])
+    machine(tmp_path, "H200-SXM-141GB-x2", [
+        run("vit", [line([0.009, 0.009, 0.009], H200, 1000)]),
+        {**run("ddp_gpt2_tied", [], nproc=2),  # both ranks printed on one line: read from the kept stdout
+         "stdout_tail": "noise {\n" + json.dumps(line([0.060] * 3, H200, 700, rank=1))
+                        + json.dumps(line([0.061] * 3, H200, 950, rank=0)) + "\n"},
+    ])
     return tmp_path
 
 
 def test_truth_pools_runs_by_workload_gpu_and_count(data: Path) -> None:
     truth = read_truth(data)
-    assert sorted(truth) == [("ddp_gpt2_tied", "H100-SXM-80GB", 2), ("vit", "H100-SXM-80GB", 1),
+    assert sorted(truth) == [("ddp_gpt2_tied", "H100-SXM-80GB", 2), ("ddp_gpt2_tied", "H200-SXM-141GB", 2),
+                             ("vit", "H100-SXM-80GB", 1),
                              ("vit", "H200-SXM-141GB", 1)]
     vit = truth[("vit", "H100-SXM-80GB", 1)]
     assert [r.step_s for r in vit.runs] == [0.0115, 0.013, 0.020]
@@ -73,6 +80,8 @@ def test_truth_pools_runs_by_workload_gpu_and_count(data: Path) -> None:
     assert ddp.step_s == 0.050  # rank 0's steps, whatever the order of the lines
     assert ddp.allocated_bytes == 900  # the largest rank's peak
     assert ddp.without_result == 1
+    one_line = truth[("ddp_gpt2_tied", "H200-SXM-141GB", 2)]
+    assert (one_line.step_s, one_line.allocated_bytes, one_line.without_result) == (0.061, 950, 0)
     assert read_truth(data, {"grid-1x-b4"})[("grid-1x-b4", "H100-SXM-80GB", 1)].step_s == 1.0
 
 

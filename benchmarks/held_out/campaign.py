@@ -180,17 +180,21 @@ def probe_env(python: str) -> dict:
 
 
 def result_lines(stdout: str) -> list[dict]:
-    """Each rank's JSON result line (an object with step_times_s), in the order printed."""
+    """Each rank's JSON result (an object with step_times_s), in rank order.  Ranks print at the
+    same time, so two results can share a line (``{...}{...}``): every object on a line is read."""
     found = []
+    decoder = json.JSONDecoder()
     for line in stdout.splitlines():
-        line = line.strip()
-        if line.startswith("{") and "step_times_s" in line:
+        at = line.find("{")
+        while at >= 0:
             try:
-                d = json.loads(line)
+                d, end = decoder.raw_decode(line, at)
             except ValueError:
+                at = line.find("{", at + 1)
                 continue
             if isinstance(d, dict) and "step_times_s" in d:
                 found.append(d)
+            at = line.find("{", end)
     return sorted(found, key=lambda d: d.get("rank", 0))
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from benchmarks.held_out.campaign import result_lines
 from maya import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,8 +84,14 @@ def gpu_of(device: str) -> str:
 
 
 def _run(machine: str, run: dict[str, Any], where: str) -> tuple[str, int, Run] | None:
-    """(catalog GPU, processes, the run), or None for a run that left no result line."""
+    """(catalog GPU, processes, the run), or None for a run that left no result line.  A run whose
+    results list is short keeps its stdout's tail, read again here: ranks that printed on one
+    line were lost to the campaign's first reading of it."""
     results = run.get("results") or []
+    gpus = int(run.get("nproc") or 1)
+    if len(results) < gpus:
+        again = result_lines(run.get("stdout_tail") or "")
+        results = again if len(again) > len(results) else results
     if not results:
         return None
     ranks = sorted(results, key=lambda r: r.get("rank") or 0)
@@ -94,7 +101,6 @@ def _run(machine: str, run: dict[str, Any], where: str) -> tuple[str, int, Run] 
     devices = {r["device"] for r in ranks}
     if len(devices) != 1:
         raise TruthError(f"{where}: ranks on different GPUs {sorted(devices)}")
-    gpus = int(run.get("nproc") or 1)
     return gpu_of(devices.pop()), gpus, Run(machine, median(steps), max(int(r["max_memory_allocated"]) for r in ranks),
                                             max(int(r["max_memory_reserved"]) for r in ranks))
 
