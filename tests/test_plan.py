@@ -278,3 +278,39 @@ def test_the_crd_matches_the_schema_and_its_copies():
     assert crd["spec"]["names"]["shortNames"] == ["tp"]
     assert [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]][:3] == ["Phase", "GPU", "GPUs"]
     assert "status" in crd["spec"]["versions"][0]["subresources"]
+
+
+def test_data_dependent_reads_reach_the_candidates_and_the_report(tmp_path, capsys):
+    import json
+
+    import jsonschema
+
+    from maya.plan.evaluate import DEVICE_VALUE_LINES, run_result
+    from maya.plan.report import print_report
+
+    assumed = [{"operation": "bincount", "where": f"moe.py:{n}", "count": 8, "as": "counts spread evenly over the bins"}
+               for n in range(5)]
+    unknown = [{"operation": "nonzero", "where": "route.py:7", "count": 16}]
+    rank = {"rank": 0, "peak_reserved_bytes": 10 * GIB, "peak_allocated_bytes": 9 * GIB,
+            "device_values": {"assumed": assumed, "unknown": unknown}}
+    (tmp_path / "summary.json").write_text(json.dumps({"gpu": {"name": H200}, "ranks": [rank]}))
+    result = run_result(tmp_path, 0, "")
+    assert result["deviceValues"] == {"assumed": assumed[:DEVICE_VALUE_LINES], "unknown": unknown}
+    del rank["device_values"]
+    (tmp_path / "summary.json").write_text(json.dumps({"gpu": {"name": H200}, "ranks": [rank]}))
+    assert "deviceValues" not in run_result(tmp_path, 0, "")  # nothing read: nothing said
+
+    plan = parse(doc())
+    search = Search(plan)
+    while not search.finished():
+        for req in search.next(4):
+            search.record(req, {**ok(10), "deviceValues": result["deviceValues"]},
+                          {g: pred(0.3) for g in req.predict_for}, key="k")
+    s = status(choose(plan, search.outcomes()), searched=len(search.candidates), emulations={}, search="test")
+    rec = s["recommendation"]
+    jsonschema.validate(rec, CANDIDATE_SCHEMA)
+    assert rec["deviceValues"] == result["deviceValues"]
+    print_report(s, None)
+    out = capsys.readouterr().out
+    assert "bincount at moe.py:0 (x8): counts spread evenly over the bins" in out
+    assert "nonzero at route.py:7 (x16)" in out

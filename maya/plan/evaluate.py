@@ -21,6 +21,8 @@ from maya import catalog
 
 # Above this share of a GPU's usable memory, an emulation on a larger GPU no longer tells whether it fits.
 NEAR_CAPACITY = 0.90
+# How many program lines of each kind of device-value read a plan keeps (a custom resource must stay small).
+DEVICE_VALUE_LINES = 3
 
 
 @dataclass
@@ -32,6 +34,7 @@ class Outcome:
     prediction: dict[str, Any] = field(default_factory=dict)
     peak_bytes: int | None = None
     emulation: str = ""
+    device_values: dict[str, Any] = field(default_factory=dict)  # the run result's deviceValues
 
 
 
@@ -66,7 +69,19 @@ def run_result(folder: Path, exit_code: int, log_tail: str) -> dict[str, Any]:
         result.update(status="failed", error=f"{why}the script exited with code {exit_code}: {_last_error(log_tail)}")
     else:
         result["status"] = "ok"
+    values = device_values(ranks)
+    if values:
+        result["deviceValues"] = values
     return result
+
+
+def device_values(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rank 0's data-dependent reads (``summary.json``'s ``device_values``: the expected values given,
+    the reads that saw zeros), a few program lines of each; {} when there were none.  Why a plan
+    carries them: the prediction holds for that data, and work sized by zeros may be missing."""
+    values = (ranks[0].get("device_values") or {}) if ranks else {}
+    out = {kind: list(values.get(kind) or [])[:DEVICE_VALUE_LINES] for kind in ("assumed", "unknown")}
+    return out if out["assumed"] or out["unknown"] else {}
 
 
 def _last_error(log: str) -> str:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from maya.plan.spec import human_duration
+from maya.summary import device_value_lines
 
 GIB = 2**30
 _STYLE = {"ok": "green", "oom": "red", "failed": "magenta", "pruned": "dim"}
@@ -87,6 +88,8 @@ def print_report(status: dict[str, Any], deadline_steps: int | None, console: Co
         return
     console.print(f"[bold green]recommended[/]: {describe(rec)}: {_ms(rec['stepTimeSeconds'])} ms per step, "
                   f"${rec['costPerStepUSD']:.5f} per step")
+    for line in device_value_lines(rec.get("deviceValues")):
+        console.print(f"  {line}", markup=False)
     if up is not None:
         dt = up["stepTimeSeconds"] / rec["stepTimeSeconds"] - 1
         dc = up["costPerStepUSD"] / rec["costPerStepUSD"] - 1

@@ -176,6 +176,20 @@ CANDIDATE_SCHEMA: dict[str, Any] = {
         "status": {"type": "string", "enum": ["ok", "oom", "failed", "pruned", "skipped"]},
         "reason": {"type": "string"},
         "emulation": {"type": "string"},
+        "deviceValues": {
+            "type": "object",
+            "description": "Data-dependent device values the emulated script read (no kernel computes them "
+                           "under emulation), a few program lines of each kind: 'assumed' were given expected "
+                           "values (the prediction holds for that data), 'unknown' read zeros (work they size "
+                           "or choose may be missing from the prediction).",
+            "properties": {
+                "assumed": {"type": "array", "items": {"type": "object", "properties": {
+                    "operation": {"type": "string"}, "where": {"type": "string"}, "count": {"type": "integer"},
+                    "as": {"type": "string"}}}},
+                "unknown": {"type": "array", "items": {"type": "object", "properties": {
+                    "operation": {"type": "string"}, "where": {"type": "string"}, "count": {"type": "integer"}}}},
+            },
+        },
     },
     "required": ["gpu", "gpusPerNode", "nodes", "microBatch", "gradientAccumulation", "knobs", "status"],
 }

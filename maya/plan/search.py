@@ -174,18 +174,21 @@ class Search:
             return Outcome("pruned", reason)
         r = done.result
         peak = int(r.get("peakReservedBytes") or 0) or None
+        values = dict(r.get("deviceValues") or {})
         if r["status"] == "failed":
-            return Outcome("failed", r.get("error", "the emulation failed"), emulation=done.key)
+            return Outcome("failed", r.get("error", "the emulation failed"), emulation=done.key, device_values=values)
         verdict = "fits" if done is mine and r["status"] == "ok" else memory_verdict(r, c.gpu)
         if verdict == "oom":
-            return Outcome("oom", _oom_reason(r, c.gpu, done is mine), peak_bytes=peak, emulation=done.key)
+            return Outcome("oom", _oom_reason(r, c.gpu, done is mine), peak_bytes=peak, emulation=done.key,
+                           device_values=values)
         if verdict == "near":
             return Outcome("pruned", f"peak memory near the capacity of {c.gpu}: needs an emulation on it",
                            peak_bytes=peak)
         pred = done.predictions.get(c.gpu)
         if not pred or "error" in pred:
-            return Outcome("failed", (pred or {}).get("error", f"no prediction for {c.gpu}"), emulation=done.key)
-        return Outcome("ok", "", pred, int(pred.get("peakMemoryBytes") or peak or 0), done.key)
+            return Outcome("failed", (pred or {}).get("error", f"no prediction for {c.gpu}"), emulation=done.key,
+                           device_values=values)
+        return Outcome("ok", "", pred, int(pred.get("peakMemoryBytes") or peak or 0), done.key, values)
 
     def outcomes(self) -> list[tuple[Candidate, Outcome]]:
         return [(c, self.outcome(c)) for c in self.candidates]
