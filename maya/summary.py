@@ -61,7 +61,7 @@ def failed_allocations(trace: Trace) -> list[dict[str, int]]:
 def _left_out(rank: dict[str, Any]) -> str:
     """What the trace clock left out of a rank's host time, as the summary line says it ("" when little)."""
     parts = [f"{rank.get(key, 0):.1f} s {what}" for key, what in
-             (("off_cpu_seconds", "off the CPU"), ("gc_seconds", "in garbage collections"))
+             (("off_cpu_seconds", "off the CPU"), ("gc_seconds", "in garbage collections and device-value work"))
              if rank.get(key, 0) >= 0.05]
     return f" ({' and '.join(parts)} left out)" if parts else ""
 
@@ -165,7 +165,7 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             "device_reads": 0,
             "host_seconds": 0.0,
             "off_cpu_seconds": 0.0,  # left out of the trace clock: the process was off the CPU between calls
-            "gc_seconds": 0.0,  # left out of the trace clock: Python's garbage collections
+            "gc_seconds": 0.0,  # left out of the trace clock: garbage collections, maya/_hook's device-value work
             "trace_files": [p.name for p in files["trace"]],
             "errors": [],
         }

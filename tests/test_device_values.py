@@ -89,3 +89,42 @@ def test_outside_the_emulating_interposer_torch_is_untouched() -> None:
 @pytest.mark.parametrize("values", [None, {"assumed": [], "unknown": []}])
 def test_without_the_hook_report_the_bare_count_of_reads_is_said(values: dict | None) -> None:
     assert (device_value_lines(values, device_reads=3) != []) == (values is None)
+
+
+ROUTED = """
+import gc, json, torch
+import torch.nn.functional as F
+E, K, N = 8, 2, 64
+logits = torch.randn(N, E, device="cuda")
+weights, selected = torch.topk(logits.softmax(-1), K, dim=-1)
+mask = F.one_hot(selected, num_classes=E).permute(2, 1, 0)
+hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+sizes = []
+for e in hit:
+    idx, top_x = torch.where(mask[e].squeeze(0))
+    sizes.append(top_x.shape[0])
+every = [torch.where(mask[e])[1].shape[0] for e in range(E)]
+counts = mask.sum(dim=(1, 2)).int().tolist()
+offsets = torch.cumsum(torch.bincount(selected.flatten(), minlength=E), 0).tolist()
+top1 = torch.argmax(logits, dim=-1)[:10].tolist()
+del logits, weights, selected, mask, hit, e, idx, top_x
+gc.collect()
+print(json.dumps({"hit": len(sizes), "sizes": sizes, "every": every, "counts": counts, "offsets": offsets,
+                  "top1": top1, "wrapped_after": "__getitem__" in torch.Tensor.__dict__}))
+"""
+
+
+def test_a_routers_choice_and_what_is_computed_from_it_are_a_balanced_routers(tmp_path: Path) -> None:
+    """HF Mixtral's routing: topk -> one_hot -> sum -> greater -> nonzero, then torch.where per expert."""
+    r = run_emulated(ROUTED, tmp_path)
+    assert r.returncode == 0, r.output
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    # 64 tokens x top-2 over 8 experts: 16 each (without the router's choice, no expert is hit)
+    assert out["hit"] == 8 and out["sizes"] == [16] * 8 and out["every"] == [16] * 8
+    assert out["counts"] == [16] * 8  # a cast before the read keeps the values
+    assert out["offsets"] == [16 * (i + 1) for i in range(8)]  # cumsum of counts
+    assert out["top1"] == [0, 1, 2, 3, 4, 5, 6, 7, 0, 1]
+    assert out["wrapped_after"] is False  # no known values left: Tensor's methods are its own again
+    assumed = {(a["operation"], a["where"]): a["count"] for a in r.rank0["device_values"]["assumed"]}
+    assert assumed[("topk", "script.py:6")] == 1 and assumed[("nonzero", "script.py:11")] == 8
+    assert r.rank0["device_values"]["unknown"] == []

@@ -90,6 +90,10 @@ WORKLOADS: tuple[Workload, ...] = (
                                                "time follows how often the hottest ids repeat (power-law ids: "
                                                "41 of the 54 ms step); emulation prices a plain sum (found on its "
                                                "first measurement)"),
+    # Added 2026-11-26, after a router's topk and the values computed from it got a balanced router's values
+    # under emulation (the same module), and measured then on H100s.
+    _w("mixtral_moe", "mixture of experts, top-2, Hugging Face routing", ["--batch", "8", "--seq", "1024",
+                                                                         "--warmup", "5"], on=(H100,)),
 )
 
 BY_NAME = {w.name: w for w in WORKLOADS}

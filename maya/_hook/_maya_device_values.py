@@ -15,6 +15,21 @@ a natural expected value, the emulated one gets it, and says so:
 - ``coalesce`` of a sparse tensor (a sparse gradient of embedding rows): its
   entries' indices drawn uniformly, so as many distinct rows as that many
   uniform draws give on average.
+- ``topk`` and ``argmax`` over a last dimension of at most ``ROUTER_WIDTH``
+  (a router's choice of experts): row ``r``'s ``k`` indices are
+  ``r*k .. r*k+k-1`` modulo the width, which spreads the rows evenly over the
+  columns.  Values computed from such known ones by a few cheap operations
+  (``one_hot``, ``sum``, ``cumsum``, comparisons, casts, indexing) are
+  computed on the host from the same memory and written into the result, so
+  a router's mask, its per-expert counts and ``nonzero``/``torch.where`` of
+  them (which size each expert's batch) come out as a balanced router's.
+  ``nonzero`` of known values launches what the real one does (a count, a
+  blocking copy of it to the host, the output's write) and returns the
+  indices computed on the host.
+
+The host work of all this is left out of the trace clock (the interposer's
+``maya_gc_pause``, which brackets garbage collections too), so it does not
+count as the program's.
 
 Other reads of integer or boolean device values still see zeros; those made
 by ``.tolist()``, ``nonzero``, ``torch.where(mask)``, ``argwhere``,
@@ -62,24 +77,94 @@ def _site() -> str:
     return "?"
 
 
-_known: set[int] = set()  # device addresses whose values an assumption wrote
+_known: dict[int, int] = {}  # start -> end of the device storages whose values this module wrote
+_pause: Any = None  # the interposer's maya_gc_pause: host work of ours left out of the trace clock
+_torch: Any = None
 
 
-def _poke(tensor: Any, values: list, typecode: str) -> None:
-    """Write ``values`` into a contiguous emulated device tensor's memory (its address is a host one),
-    and zero it again when the tensor is freed: the caching allocator hands the block to later tensors,
-    and their own reads (``bincount`` reads its input's largest value to size its result) would see
-    these values where a kernel's output reads as zeros."""
-    buf = array.array(typecode, values)
-    address, size = tensor.data_ptr(), len(buf) * buf.itemsize
-    ctypes.memmove(address, buf.buffer_info()[0], size)
-    _known.add(address)
-    weakref.finalize(tensor, _forget, address, size)
+class _Untimed:
+    """Leaves the host time inside it out of the trace clock (while no other thread makes a call)."""
+
+    def __enter__(self) -> None:
+        if _pause is not None:
+            _pause(1)
+
+    def __exit__(self, *exc: Any) -> None:
+        if _pause is not None:
+            _pause(0)
+
+
+_untimed = _Untimed()
+
+
+def _is_known(t: Any) -> bool:
+    """Whether the device tensor ``t``'s values were written here (it may be a view of such a tensor)."""
+    if not _known or not isinstance(t, _torch.Tensor) or not t.is_cuda:
+        return False
+    p = t.data_ptr()
+    return any(start <= p < end for start, end in _known.items())
+
+
+def _remember(t: Any) -> None:
+    """Mark ``t``'s storage as holding known values, and zero it again once the storage is freed: the caching
+    allocator hands the block to later tensors, and their own reads (``bincount`` reads its input's largest
+    value to size its result) would see these values where a kernel's output reads as zeros."""
+    storage = t.untyped_storage()
+    start, size = storage.data_ptr(), storage.nbytes()
+    if size and start not in _known:
+        _known[start] = start + size
+        weakref.finalize(storage, _forget, start, size)
+        if not _armed:
+            _arm(True)
 
 
 def _forget(address: int, size: int) -> None:
-    ctypes.memset(address, 0, size)
-    _known.discard(address)
+    with _untimed:
+        ctypes.memset(address, 0, size)
+        _known.pop(address, None)
+        if not _known and _armed:
+            _arm(False)
+
+
+# Tensor methods that carry known values on (indexing, casts, sums, comparisons) are wrapped only while
+# known values exist: they run on hot paths of every program, where a wrapper's time would count as its own.
+_armed = False
+_methods: list = []  # (name, the method as found, its wrapper, whether Tensor's own __dict__ held it)
+
+
+def _arm(on: bool) -> None:
+    global _armed
+    T = _torch.Tensor
+    for name, found, wrapper, own in _methods:
+        if on:
+            setattr(T, name, wrapper)
+        elif own:
+            setattr(T, name, found)
+        else:
+            delattr(T, name)
+    _armed = on
+
+
+def _alias(t: Any) -> Any:
+    """A host tensor over the emulated device tensor ``t``'s memory (device pointers are host addresses here)."""
+    storage = t.untyped_storage()
+    raw = (ctypes.c_char * storage.nbytes()).from_address(storage.data_ptr())
+    flat = _torch.frombuffer(raw, dtype=_torch.uint8).view(t.dtype)
+    return flat.as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def _write(t: Any, values: Any) -> None:
+    """Write host ``values`` into the device tensor ``t`` and mark it known."""
+    _alias(t).copy_(values)
+    _remember(t)
+
+
+def _poke(tensor: Any, values: list, typecode: str) -> None:
+    """Write ``values`` into a contiguous emulated device tensor's memory and mark it known."""
+    with _untimed:
+        buf = array.array(typecode, values)
+        ctypes.memmove(tensor.data_ptr(), buf.buffer_info()[0], len(buf) * buf.itemsize)
+        _remember(tensor)
 
 
 def _even(total: int, bins: int) -> list[int]:
@@ -164,10 +249,138 @@ def _wrap_coalesce(original: Any, torch: Any) -> Any:
     return coalesce
 
 
+ROUTER_WIDTH = 4096  # the widest last dimension whose topk / argmax is taken as a router's choice
+ROUTER_K = 16
+PROPAGATED_ELEMENTS = 1 << 24  # the largest result computed on the host from known values
+
+
+def _route(indices: Any, width: int, kind: str) -> None:
+    """Row r's k indices become r*k .. r*k+k-1 modulo ``width``: the rows spread evenly over the columns."""
+    with _untimed:
+        _write(indices, _torch.arange(indices.numel(), dtype=_torch.int64).remainder_(width)
+               .view(indices.shape).to(indices.dtype))
+    assumed[(kind, _site())] += 1
+
+
+def _router_input(input: Any, dim: Any) -> bool:
+    return (getattr(input, "is_cuda", False) and input.is_floating_point() and input.dim() >= 1
+            and dim in (-1, input.dim() - 1) and 1 < input.shape[-1] <= ROUTER_WIDTH and not _compiling())
+
+
+def _wrap_topk(original: Any) -> Any:
+    def topk(input: Any, k: int, dim: int = -1, *args: Any, **kwargs: Any) -> Any:
+        result = original(input, k, dim, *args, **kwargs)
+        if _router_input(input, dim) and k <= ROUTER_K and "out" not in kwargs:
+            try:
+                _route(result.indices, input.shape[-1], "topk")
+            except Exception:  # noqa: BLE001 - the operation's own result
+                pass
+        return result
+    return topk
+
+
+def _wrap_argmax(original: Any) -> Any:
+    def argmax(input: Any, dim: Any = None, keepdim: bool = False, **kwargs: Any) -> Any:
+        result = original(input, dim, keepdim, **kwargs)
+        if dim is not None and _router_input(input, dim) and "out" not in kwargs:
+            try:
+                _route(result, input.shape[-1], "argmax")
+            except Exception:  # noqa: BLE001
+                pass
+        return result
+    return argmax
+
+
+def _on_host(x: Any) -> Any:
+    """A known device tensor's host alias; other arguments as they are (nested in tuples and lists)."""
+    if isinstance(x, _torch.Tensor):
+        return _alias(x)
+    if isinstance(x, (tuple, list)):
+        return type(x)(_on_host(v) for v in x)
+    return x
+
+
+def _tensors(x: Any) -> list:
+    if isinstance(x, _torch.Tensor):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [t for v in x for t in _tensors(v)]
+    return []
+
+
+def _wrap_propagating(original: Any, cast: bool = False) -> Any:
+    """An operation that gives known values from known ones: the result is computed on the host too, from the
+    same memory, and written into the device result.  ``cast``: a dtype conversion (``.to``, ``.int()``, ...),
+    computed as a conversion to the result's dtype whatever its arguments (a device among them)."""
+    def propagating(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        if not _known or not getattr(result, "is_cuda", False):
+            return result
+        with _untimed:
+            try:
+                inputs = _tensors(args) + _tensors(list(kwargs.values()))
+                if (inputs and result.numel() <= PROPAGATED_ELEMENTS and all(_is_known(t) for t in inputs)
+                        and not _is_known(result) and not _compiling()):
+                    host = (_alias(inputs[0]).to(result.dtype) if cast
+                            else original(*_on_host(args), **{k: _on_host(v) for k, v in kwargs.items()}))
+                    if isinstance(host, _torch.Tensor) and not host.is_cuda and host.shape == result.shape:
+                        _write(result, host)
+            except Exception:  # noqa: BLE001 - the result stays unknown
+                pass
+        return result
+    return propagating
+
+
+def _known_nonzero(input: Any, as_tuple: bool) -> Any:
+    """``nonzero`` of known values: what the device does (a count, a blocking copy of it to the host, the write
+    of the indices), with the indices computed on the host.  The real operation would size its output from a
+    count no kernel computed."""
+    with _untimed:
+        found = _torch.nonzero(_alias(input))
+    count = _torch.count_nonzero(input)
+    count.cpu()
+    out = _torch.empty(found.shape, dtype=_torch.int64, device=input.device)
+    out.zero_()
+    with _untimed:
+        _write(out, found)
+    assumed[("nonzero", _site())] += 1
+    return out.unbind(1) if as_tuple else out
+
+
+def _wrap_nonzero(original: Any) -> Any:
+    def nonzero(input: Any, *args: Any, as_tuple: bool = False, **kwargs: Any) -> Any:
+        if not args and not kwargs and _is_known(input) and not _compiling():
+            return _known_nonzero(input, as_tuple)
+        if getattr(input, "is_cuda", False) and not _compiling():
+            unknown[("nonzero", _site())] += 1
+        return original(input, *args, as_tuple=as_tuple, **kwargs)
+    return nonzero
+
+
+def _wrap_where(original: Any) -> Any:
+    def where(*args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs and getattr(args[0], "is_cuda", False) and not _compiling():
+            if _is_known(args[0]):
+                return _known_nonzero(args[0], as_tuple=True)
+            unknown[("where", _site())] += 1
+        return original(*args, **kwargs)
+    return where
+
+
+def _wrap_argwhere(original: Any) -> Any:
+    def argwhere(input: Any) -> Any:
+        if _is_known(input) and not _compiling():
+            return _known_nonzero(input, as_tuple=False)
+        if getattr(input, "is_cuda", False) and not _compiling():
+            unknown[("argwhere", _site())] += 1
+        return original(input)
+    return argwhere
+
+
 def _wrap_tolist(original: Any) -> Any:
     """A host read of device values: counted as unknown when integral and not written by an assumption."""
     def tolist(self: Any) -> Any:
-        if self.is_cuda and self.dtype in _INTEGRAL and self.data_ptr() not in _known and not _compiling():
+        if self.is_cuda and self.dtype in _INTEGRAL and not _is_known(self) and not _compiling():
             unknown[(".tolist()", _site())] += 1
         return original(self)
     return tolist
@@ -185,8 +398,14 @@ def _wrap_sized(original: Any, kind: str, first_only: bool = False) -> Any:
 
 def install(torch: Any) -> None:
     """Wrap torch's data-dependent operations (called once, right after ``import torch``)."""
-    global _TORCH_DIR, _INTEGRAL, _compiling
+    global _TORCH_DIR, _INTEGRAL, _compiling, _torch, _pause
+    _torch = torch
     _compiling = torch.compiler.is_compiling
+    try:
+        _pause = ctypes.PyDLL(None).maya_gc_pause  # PyDLL keeps the GIL: it only takes a lock
+        _pause.argtypes, _pause.restype = [ctypes.c_int], None
+    except (OSError, AttributeError):
+        _pause = None
     _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
     _INTEGRAL = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
     T = torch.Tensor
@@ -198,17 +417,39 @@ def install(torch: Any) -> None:
     # Not .item(), bool() or int(): optimizers call .item() on every parameter's step count, and a wrapper's
     # cost there would land in the emulated host delays (device_reads still counts those reads).
     T.tolist = _wrap_tolist(T.tolist)
-    for name in ("nonzero", "argwhere", "masked_select", "unique", "unique_consecutive"):
+    for name in ("masked_select", "unique", "unique_consecutive"):
         setattr(torch, name, _wrap_sized(getattr(torch, name), name))
-    for name in ("nonzero", "argwhere", "masked_select"):  # Tensor.unique calls torch.unique
-        setattr(T, name, _wrap_sized(getattr(T, name), name))
-    torch.where = _wrap_sized(torch.where, "where", first_only=True)
+    T.masked_select = _wrap_sized(T.masked_select, "masked_select")  # Tensor.unique calls torch.unique
+    torch.nonzero = _wrap_nonzero(torch.nonzero)
+    T.nonzero = _wrap_nonzero(T.nonzero)
+    torch.argwhere = _wrap_argwhere(torch.argwhere)
+    T.argwhere = _wrap_argwhere(T.argwhere)
+    torch.where = _wrap_where(torch.where)
+    # a router's choice, and what a router's mask, counts and offsets are computed with
+    torch.topk = _wrap_topk(torch.topk)
+    T.topk = _wrap_topk(T.topk)
+    torch.argmax = _wrap_argmax(torch.argmax)
+    T.argmax = _wrap_argmax(T.argmax)
+    functional = torch.nn.functional
+    functional.one_hot = _wrap_propagating(functional.one_hot)
+    for name in ("sum", "cumsum", "gt", "greater", "ge", "greater_equal", "lt", "less", "le", "less_equal",
+                 "eq", "ne", "not_equal"):
+        setattr(torch, name, _wrap_propagating(getattr(torch, name)))
+    for name in ("sum", "cumsum", "gt", "greater", "ge", "greater_equal", "lt", "less", "le", "less_equal",
+                 "eq", "ne", "not_equal", "__gt__", "__ge__", "__lt__", "__le__", "__eq__", "__ne__",
+                 "__getitem__", "to", "int", "long", "bool", "float"):
+        found = getattr(T, name)
+        cast = name in ("to", "int", "long", "bool", "float")
+        _methods.append((name, found, _wrap_propagating(found, cast=cast), name in T.__dict__))
 
 
 ASSUMED_AS = {
     "bincount": "counts spread evenly over the bins",
     "histc": "counts spread evenly over the bins",
     "coalesce": "rows drawn uniformly (as many distinct rows as uniform draws give)",
+    "topk": "each row's k columns taken in turn, a balanced router's choice",
+    "argmax": "each row's column taken in turn, a balanced router's choice",
+    "nonzero": "computed from values known here (a balanced router's)",
 }
 
 
