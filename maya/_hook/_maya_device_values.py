@@ -314,13 +314,13 @@ def _wrap_propagating(original: Any, cast: bool = False) -> Any:
     computed as a conversion to the result's dtype whatever its arguments (a device among them)."""
     def propagating(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
-        if not _known or not getattr(result, "is_cuda", False):
+        if not _known or not getattr(result, "is_cuda", False) or _compiling():
             return result
         with _untimed:
             try:
                 inputs = _tensors(args) + _tensors(list(kwargs.values()))
                 if (inputs and result.numel() <= PROPAGATED_ELEMENTS and all(_is_known(t) for t in inputs)
-                        and not _is_known(result) and not _compiling()):
+                        and not _is_known(result)):
                     host = (_alias(inputs[0]).to(result.dtype) if cast
                             else original(*_on_host(args), **{k: _on_host(v) for k, v in kwargs.items()}))
                     if isinstance(host, _torch.Tensor) and not host.is_cuda and host.shape == result.shape:
