@@ -128,3 +128,44 @@ def test_a_routers_choice_and_what_is_computed_from_it_are_a_balanced_routers(tm
     assumed = {(a["operation"], a["where"]): a["count"] for a in r.rank0["device_values"]["assumed"]}
     assert assumed[("topk", "script.py:6")] == 1 and assumed[("nonzero", "script.py:11")] == 8
     assert r.rank0["device_values"]["unknown"] == []
+
+
+MEGATRON = """
+import json, torch
+E, K, N = 8, 2, 64
+scores = torch.randn(N, E, device="cuda").softmax(-1)
+probs, top_indices = torch.topk(scores, k=K, dim=1)
+routing_map = torch.zeros_like(scores).int().scatter(1, top_indices, 1).bool()
+tokens_per_expert = routing_map.sum(dim=0).to(torch.device("cpu"), non_blocking=True)
+torch.cuda.current_stream().synchronize()
+print(json.dumps({"counts": tokens_per_expert.tolist()}))
+"""
+
+
+def test_a_routers_choice_scattered_into_a_zeroed_map_is_counted(tmp_path: Path) -> None:
+    """Megatron's routing map: zeros_like(scores).int().scatter(1, topk indices, 1), summed per expert."""
+    r = run_emulated(MEGATRON, tmp_path)
+    assert r.returncode == 0, r.output
+    assert json.loads(r.stdout.strip().splitlines()[-1])["counts"] == [16] * 8
+
+
+IN_PLACE = """
+import json, torch
+E, K, N = 8, 2, 64
+_, top = torch.topk(torch.randn(N, E, device="cuda"), K, dim=-1)
+counts = torch.zeros(E, dtype=torch.int64, device="cuda")
+counts.scatter_add_(0, top.flatten(), torch.ones_like(top.flatten()))  # known arguments: done on the host too
+first = counts.tolist()
+counts.add_(torch.randint(0, 3, (E,), device="cuda"))  # an unknown one: known no longer
+second = counts.tolist()
+print(json.dumps({"first": first, "second": second}))
+"""
+
+
+def test_in_place_changes_keep_known_values_right_or_forget_them(tmp_path: Path) -> None:
+    r = run_emulated(IN_PLACE, tmp_path)
+    assert r.returncode == 0, r.output
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["first"] == [16] * 8
+    unknown = {(u["operation"], u["where"]) for u in r.rank0["device_values"]["unknown"]}
+    assert unknown == {(".tolist()", "script.py:9")}

@@ -19,7 +19,10 @@ a natural expected value, the emulated one gets it, and says so:
   (a router's choice of experts): row ``r``'s ``k`` indices are
   ``r*k .. r*k+k-1`` modulo the width, which spreads the rows evenly over the
   columns.  Values computed from such known ones by a few cheap operations
-  (``one_hot``, ``sum``, ``cumsum``, comparisons, casts, indexing) are
+  (``one_hot``, ``sum``, ``cumsum``, ``scatter``, comparisons, casts,
+  indexing; ``zeros`` and ``ones`` made while known values exist are known;
+  an in-place change of a known tensor is made on the host too, or the
+  tensor is known no longer) are
   computed on the host from the same memory and written into the result, so
   a router's mask, its per-expert counts and ``nonzero``/``torch.where`` of
   them (which size each expert's batch) come out as a balanced router's.
@@ -331,6 +334,47 @@ def _wrap_propagating(original: Any, cast: bool = False) -> Any:
     return propagating
 
 
+def _wrap_in_place(original: Any) -> Any:
+    """An in-place operation on a known tensor: done on the host too when its other tensors are known, else the
+    tensor is known no longer (a kernel that never ran would have changed it)."""
+    def in_place(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        if not _known or _compiling() or not _is_known(self):
+            return result
+        with _untimed:
+            try:
+                others = _tensors(args) + _tensors(list(kwargs.values()))
+                if all(_is_known(t) for t in others):
+                    original(_alias(self), *_on_host(args), **{k: _on_host(v) for k, v in kwargs.items()})
+                    return result
+            except Exception:  # noqa: BLE001 - then it is unknown
+                pass
+            _known.pop(self.untyped_storage().data_ptr(), None)
+        return result
+    return in_place
+
+
+ZEROED_ELEMENTS = 1 << 22  # the largest filled tensor made known (its memory is written on the host)
+
+
+def _wrap_fill(original: Any, value: int) -> Any:
+    """``zeros``/``ones`` (and their ``_like``, ``new_`` forms) while known values exist: the tensor is filled on
+    the host and known, as a router's map that the choice is scattered into (``zeros_like(...).scatter(1, topk,
+    1)``) must be; the fill kernel never runs, so the memory may hold an earlier tensor's values."""
+    def fill(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        if (_known and getattr(result, "is_cuda", False) and not _compiling()
+                and 0 < result.numel() <= ZEROED_ELEMENTS and not _is_known(result)):
+            with _untimed:
+                try:
+                    _alias(result).fill_(value)
+                    _remember(result)
+                except Exception:  # noqa: BLE001 - the result stays unknown
+                    pass
+        return result
+    return fill
+
+
 def _known_nonzero(input: Any, as_tuple: bool) -> Any:
     """``nonzero`` of known values: what the device does (a count, a blocking copy of it to the host, the write
     of the indices), with the indices computed on the host.  The real operation would size its output from a
@@ -432,15 +476,22 @@ def install(torch: Any) -> None:
     T.argmax = _wrap_argmax(T.argmax)
     functional = torch.nn.functional
     functional.one_hot = _wrap_propagating(functional.one_hot)
-    for name in ("sum", "cumsum", "gt", "greater", "ge", "greater_equal", "lt", "less", "le", "less_equal",
-                 "eq", "ne", "not_equal"):
+    for name in ("sum", "cumsum", "scatter", "gt", "greater", "ge", "greater_equal", "lt", "less", "le",
+                 "less_equal", "eq", "ne", "not_equal"):
         setattr(torch, name, _wrap_propagating(getattr(torch, name)))
-    for name in ("sum", "cumsum", "gt", "greater", "ge", "greater_equal", "lt", "less", "le", "less_equal",
-                 "eq", "ne", "not_equal", "__gt__", "__ge__", "__lt__", "__le__", "__eq__", "__ne__",
-                 "__getitem__", "to", "int", "long", "bool", "float"):
+    for name, value in (("zeros", 0), ("zeros_like", 0), ("ones", 1), ("ones_like", 1)):
+        setattr(torch, name, _wrap_fill(getattr(torch, name), value))
+    for name in ("sum", "cumsum", "scatter", "gt", "greater", "ge", "greater_equal", "lt", "less", "le",
+                 "less_equal", "eq", "ne", "not_equal", "__gt__", "__ge__", "__lt__", "__le__", "__eq__", "__ne__",
+                 "__getitem__", "to", "int", "long", "bool", "float", "new_zeros", "new_ones"):
         found = getattr(T, name)
-        cast = name in ("to", "int", "long", "bool", "float")
-        _methods.append((name, found, _wrap_propagating(found, cast=cast), name in T.__dict__))
+        wrapper = (_wrap_fill(found, int(name == "new_ones")) if name.startswith("new_")
+                   else _wrap_propagating(found, cast=name in ("to", "int", "long", "bool", "float")))
+        _methods.append((name, found, wrapper, name in T.__dict__))
+    for name in ("scatter_", "scatter_add_", "index_add_", "add_", "masked_fill_", "index_put_", "copy_", "fill_",
+                 "zero_", "__setitem__"):
+        found = getattr(T, name)
+        _methods.append((name, found, _wrap_in_place(found), name in T.__dict__))
 
 
 ASSUMED_AS = {
