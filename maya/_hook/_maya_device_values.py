@@ -430,11 +430,10 @@ def _wrap_tolist(original: Any) -> Any:
     return tolist
 
 
-def _wrap_sized(original: Any, kind: str, first_only: bool = False) -> Any:
+def _wrap_sized(original: Any, kind: str) -> Any:
     """An operation whose result's size the device values decide: counted as unknown on the device."""
     def sized(*args: Any, **kwargs: Any) -> Any:
-        if ((not first_only or len(args) + len(kwargs) == 1) and args and getattr(args[0], "is_cuda", False)
-                and not _compiling()):
+        if args and getattr(args[0], "is_cuda", False) and not _compiling():
             unknown[(kind, _site())] += 1
         return original(*args, **kwargs)
     return sized
