@@ -153,7 +153,7 @@ IN_PLACE = """
 import json, torch
 E, K, N = 8, 2, 64
 _, top = torch.topk(torch.randn(N, E, device="cuda"), K, dim=-1)
-counts = torch.zeros(E, dtype=torch.int64, device="cuda")
+counts = top.new_zeros(E)
 counts.scatter_add_(0, top.flatten(), torch.ones_like(top.flatten()))  # known arguments: done on the host too
 first = counts.tolist()
 counts.add_(torch.randint(0, 3, (E,), device="cuda"))  # an unknown one: known no longer
@@ -169,3 +169,12 @@ def test_in_place_changes_keep_known_values_right_or_forget_them(tmp_path: Path)
     assert out["first"] == [16] * 8
     unknown = {(u["operation"], u["where"]) for u in r.rank0["device_values"]["unknown"]}
     assert unknown == {(".tolist()", "script.py:9")}
+
+
+def test_factories_under_a_device_context_still_get_the_device(tmp_path: Path) -> None:
+    """``with torch.device("cuda")`` finds torch.zeros and torch.ones by identity: the hook must leave them be."""
+    script = ("import torch\nwith torch.device('cuda'):\n    bn = torch.nn.BatchNorm1d(4)\n"
+              "print(bn.running_mean.device.type, torch.zeros(2).device.type, torch.ones(2).device.type)")
+    r = run_emulated(script, tmp_path)
+    assert r.returncode == 0, r.output
+    assert r.stdout.split()[-3:] == ["cuda", "cpu", "cpu"]

@@ -20,7 +20,8 @@ a natural expected value, the emulated one gets it, and says so:
   ``r*k .. r*k+k-1`` modulo the width, which spreads the rows evenly over the
   columns.  Values computed from such known ones by a few cheap operations
   (``one_hot``, ``sum``, ``cumsum``, ``scatter``, comparisons, casts,
-  indexing; ``zeros`` and ``ones`` made while known values exist are known;
+  indexing; ``zeros_like``/``ones_like``/``new_zeros``/``new_ones`` made
+  while known values exist are known;
   an in-place change of a known tensor is made on the host too, or the
   tensor is known no longer) are
   computed on the host from the same memory and written into the result, so
@@ -358,7 +359,7 @@ ZEROED_ELEMENTS = 1 << 22  # the largest filled tensor made known (its memory is
 
 
 def _wrap_fill(original: Any, value: int) -> Any:
-    """``zeros``/``ones`` (and their ``_like``, ``new_`` forms) while known values exist: the tensor is filled on
+    """``zeros_like``, ``ones_like``, ``new_zeros``, ``new_ones`` while known values exist: the tensor is filled on
     the host and known, as a router's map that the choice is scattered into (``zeros_like(...).scatter(1, topk,
     1)``) must be; the fill kernel never runs, so the memory may hold an earlier tensor's values."""
     def fill(*args: Any, **kwargs: Any) -> Any:
@@ -478,7 +479,8 @@ def install(torch: Any) -> None:
     for name in ("sum", "cumsum", "scatter", "gt", "greater", "ge", "greater_equal", "lt", "less", "le",
                  "less_equal", "eq", "ne", "not_equal"):
         setattr(torch, name, _wrap_propagating(getattr(torch, name)))
-    for name, value in (("zeros", 0), ("zeros_like", 0), ("ones", 1), ("ones_like", 1)):
+    # Not torch.zeros and torch.ones: ``with torch.device(...)`` finds its factory functions by identity.
+    for name, value in (("zeros_like", 0), ("ones_like", 1)):
         setattr(torch, name, _wrap_fill(getattr(torch, name), value))
     for name in ("sum", "cumsum", "scatter", "gt", "greater", "ge", "greater_equal", "lt", "less", "le",
                  "less_equal", "eq", "ne", "not_equal", "__gt__", "__ge__", "__lt__", "__le__", "__eq__", "__ne__",
