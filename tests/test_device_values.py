@@ -178,3 +178,18 @@ def test_factories_under_a_device_context_still_get_the_device(tmp_path: Path) -
     r = run_emulated(script, tmp_path)
     assert r.returncode == 0, r.output
     assert r.stdout.split()[-3:] == ["cuda", "cpu", "cpu"]
+
+
+def test_torchscript_still_compiles_calls_of_wrapped_operations(tmp_path: Path) -> None:
+    """TorchScript finds torch's operations by identity: a script calling torch.where, torch.sum, topk or
+    unique must compile under emulation as on a GPU."""
+    (tmp_path / "scripted.py").write_text(
+        "import torch\n\n\ndef route(x: torch.Tensor) -> torch.Tensor:\n"
+        "    top = torch.topk(x, 2, dim=-1)[1]\n"
+        "    mask = torch.nn.functional.one_hot(top, 8).sum(1)\n"
+        "    return torch.where(torch.gt(torch.sum(mask, dim=0), 0), 1, 0) + torch.unique(top).sum()\n")
+    script = (f"import sys, torch\nsys.path.insert(0, {str(tmp_path)!r})\nimport scripted\n"
+              "f = torch.jit.script(scripted.route)\nprint('compiled', f(torch.randn(16, 8, device='cuda')).shape)")
+    r = run_emulated(script, tmp_path)
+    assert r.returncode == 0, r.output
+    assert "compiled torch.Size([8])" in r.stdout

@@ -36,8 +36,8 @@ The host work of all this is left out of the trace clock (the interposer's
 count as the program's.
 
 Other reads of integer or boolean device values still see zeros; those made
-by ``.tolist()``, ``nonzero``, ``torch.where(mask)``, ``argwhere``,
-``unique`` and ``masked_select`` are counted by the line of the program that
+by ``.tolist()``, ``nonzero``, ``torch.where(mask)``, ``argwhere`` and
+``masked_select`` are counted by the line of the program that
 made them, so ``maya emulate`` can say where the prediction may miss work.
 ``.item()``, ``bool()`` and ``int()`` are left alone: they run on hot paths
 (an optimizer reads every parameter's step count with ``.item()``), where a
@@ -440,6 +440,22 @@ def _wrap_sized(original: Any, kind: str) -> Any:
     return sized
 
 
+def _replace(owner: Any, name: str, wrap: Any) -> None:
+    """``owner.name`` becomes ``wrap(owner.name)``, and TorchScript compiles a call of the wrapper as the
+    operation it wraps (it finds torch's operations by identity: a script calling ``torch.where`` would
+    otherwise try to compile the wrapper, and fail)."""
+    original = getattr(owner, name)
+    wrapper = wrap(original)
+    setattr(owner, name, wrapper)
+    try:
+        builtins = _torch.jit._builtins
+        op = builtins._find_builtin(original)
+        if op is not None:
+            builtins._register_builtin(wrapper, op)
+    except Exception:  # noqa: BLE001 - TorchScript's private table: only scripts that call it are affected
+        pass
+
+
 def install(torch: Any) -> None:
     """Wrap torch's data-dependent operations (called once, right after ``import torch``)."""
     global _TORCH_DIR, _INTEGRAL, _compiling, _torch, _pause
@@ -453,35 +469,35 @@ def install(torch: Any) -> None:
     _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
     _INTEGRAL = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
     T = torch.Tensor
-    torch.bincount = _wrap_bincount(torch.bincount)
+    F = torch.nn.functional
+    _replace(torch, "bincount", _wrap_bincount)
     T.bincount = _wrap_bincount(T.bincount)
-    torch.histc = _wrap_histc(torch.histc)
+    _replace(torch, "histc", _wrap_histc)
     T.histc = _wrap_histc(T.histc)
     T.coalesce = _wrap_coalesce(T.coalesce, torch)
     # Not .item(), bool() or int(): optimizers call .item() on every parameter's step count, and a wrapper's
     # cost there would land in the emulated host delays (device_reads still counts those reads).
     T.tolist = _wrap_tolist(T.tolist)
-    for name in ("masked_select", "unique", "unique_consecutive"):
-        setattr(torch, name, _wrap_sized(getattr(torch, name), name))
-    T.masked_select = _wrap_sized(T.masked_select, "masked_select")  # Tensor.unique calls torch.unique
-    torch.nonzero = _wrap_nonzero(torch.nonzero)
+    # Not torch.unique: TorchScript compiles it from its Python source, and a wrapper's would not compile.
+    _replace(torch, "masked_select", lambda f: _wrap_sized(f, "masked_select"))
+    T.masked_select = _wrap_sized(T.masked_select, "masked_select")
+    _replace(torch, "nonzero", _wrap_nonzero)
     T.nonzero = _wrap_nonzero(T.nonzero)
-    torch.argwhere = _wrap_argwhere(torch.argwhere)
+    _replace(torch, "argwhere", _wrap_argwhere)
     T.argwhere = _wrap_argwhere(T.argwhere)
-    torch.where = _wrap_where(torch.where)
+    _replace(torch, "where", _wrap_where)
     # a router's choice, and what a router's mask, counts and offsets are computed with
-    torch.topk = _wrap_topk(torch.topk)
+    _replace(torch, "topk", _wrap_topk)
     T.topk = _wrap_topk(T.topk)
-    torch.argmax = _wrap_argmax(torch.argmax)
+    _replace(torch, "argmax", _wrap_argmax)
     T.argmax = _wrap_argmax(T.argmax)
-    functional = torch.nn.functional
-    functional.one_hot = _wrap_propagating(functional.one_hot)
+    _replace(F, "one_hot", _wrap_propagating)
     for name in ("sum", "cumsum", "scatter", "gt", "greater", "ge", "greater_equal", "lt", "less", "le",
                  "less_equal", "eq", "ne", "not_equal"):
-        setattr(torch, name, _wrap_propagating(getattr(torch, name)))
+        _replace(torch, name, _wrap_propagating)
     # Not torch.zeros and torch.ones: ``with torch.device(...)`` finds its factory functions by identity.
     for name, value in (("zeros_like", 0), ("ones_like", 1)):
-        setattr(torch, name, _wrap_fill(getattr(torch, name), value))
+        _replace(torch, name, lambda f, v=value: _wrap_fill(f, v))
     for name in ("sum", "cumsum", "scatter", "gt", "greater", "ge", "greater_equal", "lt", "less", "le",
                  "less_equal", "eq", "ne", "not_equal", "__gt__", "__ge__", "__lt__", "__le__", "__eq__", "__ne__",
                  "__getitem__", "to", "int", "long", "bool", "float", "new_zeros", "new_ones"):
