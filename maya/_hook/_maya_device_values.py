@@ -50,7 +50,6 @@ operation's own result when anything about its inputs is not as expected.
 
 from __future__ import annotations
 
-import array
 import ctypes
 import math
 import os
@@ -163,29 +162,14 @@ def _write(t: Any, values: Any) -> None:
     _remember(t)
 
 
-def _poke(tensor: Any, values: list, typecode: str) -> None:
-    """Write ``values`` into a contiguous emulated device tensor's memory and mark it known."""
-    with _untimed:
-        buf = array.array(typecode, values)
-        ctypes.memmove(tensor.data_ptr(), buf.buffer_info()[0], len(buf) * buf.itemsize)
-        _remember(tensor)
-
-
 def _even(total: int, bins: int) -> list[int]:
     return [total // bins + (1 if i < total % bins else 0) for i in range(bins)]
 
 
-_TYPECODES = {(False, 8): "q", (False, 4): "i", (True, 4): "f", (True, 8): "d"}
-
-
 def _spread(result: Any, n: int, kind: str) -> None:
-    """Fill a count per bin with ``n`` items spread evenly, or leave it and count the read as unknown."""
-    code = _TYPECODES.get((result.is_floating_point(), result.element_size()))
-    if code is None:
-        unknown[(kind, _site())] += 1
-        return
-    counts = _even(n, result.numel())
-    _poke(result, [float(c) for c in counts] if code in "fd" else counts, code)
+    """Fill a count per bin with ``n`` items spread evenly."""
+    with _untimed:
+        _write(result, _torch.tensor(_even(n, result.numel())).view(result.shape))
     assumed[(kind, _site())] += 1
 
 
@@ -261,8 +245,7 @@ PROPAGATED_ELEMENTS = 1 << 24  # the largest result computed on the host from kn
 def _route(indices: Any, width: int, kind: str) -> None:
     """Row r's k indices become r*k .. r*k+k-1 modulo ``width``: the rows spread evenly over the columns."""
     with _untimed:
-        _write(indices, _torch.arange(indices.numel(), dtype=_torch.int64).remainder_(width)
-               .view(indices.shape).to(indices.dtype))
+        _write(indices, _torch.arange(indices.numel()).remainder_(width).view(indices.shape))
     assumed[(kind, _site())] += 1
 
 
