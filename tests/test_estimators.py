@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -198,6 +199,21 @@ def test_kernel_names_decode() -> None:
     assert N.kernel_class("my_custom_kernel") == "other"
     assert W.family(kernel_op(MEM_EFF, 10)) == "attention"
     assert W.family(kernel_op(FILL_F32, 10)) == "memory"
+
+
+STRIDED_COPY = ("_ZN2at6native18elementwise_kernelILi128ELi4EZNS0_22gpu_kernel_impl_nocastIZZZNS0_23direct_copy_kernel_"
+                "cudaERNS_18TensorIteratorBaseEENKUlvE1_clEvENKUlvE10_clEvEUlN3c108BFloat16EE_EEvS4_RKT_EUliE_EEviT1_")
+
+
+def test_strided_elementwise_layout_features() -> None:
+    """The layout emulation records after N (dims, innermost size, output's and input's innermost byte
+    strides) becomes features of its own; N alone stays the integer argument."""
+    op = kernel_op(STRIDED_COPY, 256)
+    permuted = F.features(replace(op, a=op.a[:4] + (5,), params=(32768, 4, 64, 2, 2)), H100)
+    transposed = F.features(replace(op, a=op.a[:4] + (5,), params=(32768, 3, 16, 2, 128)), H100)
+    assert (permuted["str_dims"], permuted["str_in"], transposed["str_in"]) == (4.0, math.log2(3), math.log2(129))
+    assert permuted["int0"] == transposed["int0"] and "int1" not in permuted
+    assert "str_in" not in F.features(replace(op, params=(32768,)), H100)  # recorded on a GPU: no layout
 
 
 def test_families_and_work() -> None:

@@ -12,7 +12,8 @@ Covers:
 - Op and profile rows round-trip through CSV; the gzip table keeps its stamp;
   load_profiles reads a GPU's folder; rows_from_pair aggregates repeats
   (median, n, spread) and counts unmatched recorded operations;
-- emulated KERNEL records carry the integer arguments of the launch.
+- emulated KERNEL records carry the integer arguments of the launch, and PyTorch's strided
+  elementwise kernel the layout of its operands.
 """
 
 from __future__ import annotations
@@ -269,3 +270,24 @@ def test_emulated_kernels_carry_their_integer_arguments(tmp_path: Path) -> None:
     assert bag.params[:3] == (64, 8, 16)  # numIndices, numBags, featureSize
     fill = [op for name, op in ops.items() if "FillFunctor" in name]
     assert all(op.params and op.params[0] > 0 for op in fill)  # (int N, ...)
+
+
+STRIDED_SCRIPT = """
+import torch
+x = torch.empty(4, 8, 16, 64, device="cuda", dtype=torch.bfloat16)
+x.permute(0, 2, 1, 3).contiguous()   # heads permuted: the innermost dimension stays contiguous
+x.transpose(-1, -2).contiguous()     # innermost dimension transposed
+torch.cuda.synchronize()
+"""
+
+
+@pytest.mark.emulation
+@requires_library
+def test_strided_elementwise_kernels_carry_their_operands_layout(tmp_path: Path) -> None:
+    """PyTorch's strided elementwise kernel launches the same grid for both copies; the layout read from its
+    closure (dims, innermost size, output's and input's innermost byte strides) is what tells them apart."""
+    run = run_emulated(STRIDED_SCRIPT, tmp_path)
+    assert run.returncode == 0, run.output
+    copies = [op.params for _, op in device_ops(read_trace(run.trace_path()))
+              if "18elementwise_kernel" in op.name and "direct_copy_kernel" in op.name]
+    assert copies == [(32768, 4, 64, 2, 2), (32768, 3, 16, 2, 128)]

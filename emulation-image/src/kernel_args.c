@@ -18,6 +18,23 @@
 
 #include <string.h>
 
+/* PyTorch's elementwise kernel for operands that are not all contiguous (ATen's
+ * gpu_kernel_impl / gpu_kernel_impl_nocast: a transposing copy, a broadcast add)
+ * takes (int N, closure), and its closure begins with the OffsetCalculator that
+ * maps an element to each operand's byte offset: int dims; IntDivider<uint32_t>
+ * sizes[MAX_DIMS] (divisor, multiplier, shift); uint32_t strides[MAX_DIMS][NARGS],
+ * dimension 0 the fastest.  How fast such a kernel runs depends on those strides
+ * (a copy that keeps the innermost dimension contiguous on both sides runs at
+ * copy bandwidth, a transposing one several times slower), which nothing else in
+ * the launch says.  So after N the launch records the dimensions, the innermost
+ * size, and the innermost byte strides of the output and the first input
+ * (layout of torch 2.11's OffsetCalculator.cuh, MAX_DIMS 25; checked under
+ * emulation on a permuting copy, a transposing copy and a broadcast add). */
+#define STRIDED_KERNEL "void at::native::elementwise_kernel<"
+#define STRIDED_CLOSURE "gpu_kernel_impl"
+#define OFFSETS_MAX_DIMS 25
+#define OFFSETS_STRIDES (4 + 12 * OFFSETS_MAX_DIMS)
+
 #define UNSPLIT "kernel arguments: demangled signature not split, integer arguments not recorded"
 #define OUT_OF_RANGE "kernel arguments: parameter index beyond the signature, integer arguments not recorded"
 
@@ -42,6 +59,8 @@ static int unsplit(maya_func *f) {
 int maya_kernel_integer_params(const char *demangled, maya_func *f) {
     f->n_ints = 0;
     f->n_params = 0;
+    f->strided = demangled && strncmp(demangled, STRIDED_KERNEL, strlen(STRIDED_KERNEL)) == 0 &&
+                 strstr(demangled, STRIDED_CLOSURE) != NULL;
     size_t len = demangled ? strlen(demangled) : 0;
     if (len < 2 || demangled[len - 1] != ')') return 0;  /* not a function signature (C names, Triton) */
     /* The parameter list is the parenthesised group that ends the name. */
@@ -85,6 +104,23 @@ int maya_kernel_integer_params(const char *demangled, maya_func *f) {
     return n;
 }
 
+/* The strided kernel's layout words (see STRIDED_KERNEL) into out: dims, innermost size, output's and
+ * first input's innermost byte stride; returns 4, or 0 when dims is out of range (not that closure). */
+static int strided_layout(const unsigned char *closure, uint64_t *out) {
+    int32_t dims;
+    uint32_t size0, stride_out, stride_in;
+    memcpy(&dims, closure, 4);
+    if (dims < 1 || dims > OFFSETS_MAX_DIMS) return 0;
+    memcpy(&size0, closure + 4, 4);
+    memcpy(&stride_out, closure + OFFSETS_STRIDES, 4);
+    memcpy(&stride_in, closure + OFFSETS_STRIDES + 4, 4);
+    out[0] = (uint64_t)dims;
+    out[1] = size0;
+    out[2] = stride_out;
+    out[3] = stride_in;
+    return 4;
+}
+
 int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t *out) {
     if (!args) return 0;
     for (int i = 0; i < f->n_ints; i++) {
@@ -102,5 +138,7 @@ int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t *ou
             memcpy(&out[i], p, 8);
         }
     }
+    if (f->strided && f->n_params == 2 && f->n_ints == 1 && args[1])
+        return 1 + strided_layout(args[1], out + 1);
     return f->n_ints;
 }

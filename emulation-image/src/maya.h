@@ -205,6 +205,7 @@ typedef struct maya_func {
     uint16_t int_index[MAYA_KERNEL_INTS];
     uint8_t int_size[MAYA_KERNEL_INTS];
     int n_params;           /* parameters in the demangled signature (set with n_ints); -1: it could not be split */
+    int strided;            /* PyTorch's strided elementwise kernel: its closure's OffsetCalculator is read */
 } maya_func;
 
 void maya_registry_add(const void *key, const char *name);

@@ -120,6 +120,32 @@ static void test_kernel_integer_args(void) {
     CHECK(maya_kernel_integer_args(&f, args, out) == 2);
     CHECK(out[0] == (uint64_t)-3 && out[1] == (uint64_t)m);
     CHECK(maya_kernel_integer_args(&f, NULL, out) == 0);
+
+    /* PyTorch's strided elementwise kernel: after N, its closure's OffsetCalculator (dims, innermost
+     * size, the output's and first input's innermost byte strides), as torch 2.11 lays it out. */
+    static const char strided[] =
+        "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+        "at::native::CUDAFunctor_add<c10::BFloat16> >(at::TensorIteratorBase&, "
+        "at::native::CUDAFunctor_add<c10::BFloat16> const&)::{lambda(int)#1}>(int, "
+        "at::native::gpu_kernel_impl_nocast<at::native::CUDAFunctor_add<c10::BFloat16> >("
+        "at::TensorIteratorBase&, at::native::CUDAFunctor_add<c10::BFloat16> const&)::{lambda(int)#1})";
+    CHECK(maya_kernel_integer_params(strided, &f) == 1 && f.strided && f.n_params == 2);
+    unsigned char closure[4 + 12 * 25 + 4 * 25 * 3] = {0};
+    int32_t dims = 3, numel = 32768;
+    uint32_t sizes[3] = {16, 64, 32}, strides[6] = {2, 128, 2, 32, 2, 64};
+    memcpy(closure, &dims, 4);
+    for (int i = 0; i < 3; i++) memcpy(closure + 4 + 12 * i, &sizes[i], 4);
+    memcpy(closure + 304, strides, sizeof strides);
+    void *launch[] = {&numel, closure};
+    CHECK(maya_kernel_integer_args(&f, launch, out) == 5);
+    CHECK(out[0] == 32768 && out[1] == 3 && out[2] == 16 && out[3] == 2 && out[4] == 128);
+    dims = 0;  /* not an OffsetCalculator: only N */
+    memcpy(closure, &dims, 4);
+    CHECK(maya_kernel_integer_args(&f, launch, out) == 1 && out[0] == 32768);
+    /* Other elementwise kernels keep their integer arguments alone. */
+    CHECK(maya_kernel_integer_params(
+              "void at::native::elementwise_kernel<128, 4, at::native::index_put_kernel_impl(int)::{lambda(int)#1}>"
+              "(int, at::native::index_put_kernel_impl(int)::{lambda(int)#1})", &f) == 1 && !f.strided);
 }
 
 static void test_trace(const char *dir) {

@@ -131,10 +131,26 @@ def _sdpa_features(op: Op, gpu: GPU) -> dict[str, float]:
     return f
 
 
+def _strided_layout(op: Op) -> tuple[int, ...] | None:
+    """(dims, innermost size, output's and first input's innermost byte strides) of PyTorch's strided
+    elementwise kernel, which emulation records after its N (``emulation-image/src/kernel_args.c``)."""
+    if len(op.params) == 5 and "18elementwise_kernel" in op.name and "gpu_kernel_impl" in op.name:
+        return tuple(int(v) for v in op.params[1:])
+    return None
+
+
+def _strided_features(layout: tuple[int, ...]) -> dict[str, float]:
+    """Why: a copy that keeps the innermost dimension contiguous on both sides runs at copy bandwidth,
+    a transposing one several times slower, at the same grid and element count."""
+    dims, inner, out_stride, in_stride = layout
+    return {"str_dims": float(dims), "str_inner": _log2(inner), "str_out": _log2(out_stride + 1),
+            "str_in": _log2(in_stride + 1)}
+
+
 def _integer_arg_features(op: Op) -> dict[str, float]:
     """The kernel's integer arguments (KERNEL ``params``: sizes of grid-stride kernels), as log2 of
     their magnitudes, and of the product of the first two (rows x columns)."""
-    ints = [abs(R.signed(v)) for v in op.params[:4]]
+    ints = [abs(R.signed(v)) for v in op.params[:1 if _strided_layout(op) else 4]]
     f = {f"int{i}": _log2(v + 1) for i, v in enumerate(ints)}
     if ints:
         f["int_max"] = _log2(max(ints) + 1)
@@ -160,6 +176,9 @@ def _kernel_features(op: Op, gpu: GPU) -> dict[str, float]:
         "log_pairs": 2 * _log2(ln.grid[0]) + _log2(ln.grid[1] * ln.grid[2]),  # flash: (Sq tiles)^2 x batch*heads
     }
     f.update(_integer_arg_features(op))
+    layout = _strided_layout(op)
+    if layout:
+        f.update(_strided_features(layout))
     if is_attention_kernel(op.name):
         f["attn_class"] = float(attention_class(op.name))
     f.update(_work_features(kernel_work(op), gpu))
@@ -235,6 +254,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
         "class", "backward", "elem_bytes", "log_gx", "log_gy", "log_gz", "log_bx", "log_by", "log_tpb", "log_blocks",
         "log_threads", "log_smem", "blocks_per_sm", "log_waves", "wave_eff", "t0", "t1", "t2", "driver",
         "log_bytes", "log_roofline", "int0", "int1", "int2", "int3", "int_max", "int_prod",
+        "str_dims", "str_inner", "str_out", "str_in",
     ),
     "copy": ("kind", "pinned", "log_bytes", "elem", "align", "log_roofline"),
     "coll": (),
