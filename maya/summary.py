@@ -61,7 +61,8 @@ def failed_allocations(trace: Trace) -> list[dict[str, int]]:
 def _left_out(rank: dict[str, Any]) -> str:
     """What the trace clock left out of a rank's host time, as the summary line says it ("" when little)."""
     parts = [f"{rank.get(key, 0):.1f} s {what}" for key, what in
-             (("off_cpu_seconds", "off the CPU"), ("gc_seconds", "in garbage collections and device-value work"))
+             (("off_cpu_seconds", "off the CPU"), ("gc_seconds", "in garbage collections"),
+              ("hook_seconds", "in device-value work"))
              if rank.get(key, 0) >= 0.05]
     return f" ({' and '.join(parts)} left out)" if parts else ""
 
@@ -124,6 +125,7 @@ def trace_facts(trace: Trace) -> dict[str, Any]:
         "host_seconds": trace.span_ns / 1e9,
         "off_cpu_seconds": int(trace.header.get("off_cpu_us", 0)) / 1e6,
         "gc_seconds": int(trace.header.get("gc_us", 0)) / 1e6,
+        "hook_seconds": int(trace.header.get("hook_us", 0)) / 1e6,
         "trace_reserved_peak_bytes": reserved_peaks(trace),
         "failed_allocations": failed_allocations(trace),
         "unsupported_apis": unsupported_apis(trace),
@@ -165,7 +167,8 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             "device_reads": 0,
             "host_seconds": 0.0,
             "off_cpu_seconds": 0.0,  # left out of the trace clock: the process was off the CPU between calls
-            "gc_seconds": 0.0,  # left out of the trace clock: garbage collections, maya/_hook's device-value work
+            "gc_seconds": 0.0,  # left out of the trace clock: Python's garbage collections
+            "hook_seconds": 0.0,  # ...and maya/_hook's device-value work
             "trace_files": [p.name for p in files["trace"]],
             "errors": [],
         }
@@ -185,6 +188,7 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             entry["host_seconds"] = max(entry["host_seconds"], facts["host_seconds"])
             entry["off_cpu_seconds"] = max(entry["off_cpu_seconds"], facts["off_cpu_seconds"])
             entry["gc_seconds"] = max(entry["gc_seconds"], facts["gc_seconds"])
+            entry["hook_seconds"] = max(entry["hook_seconds"], facts["hook_seconds"])
             reserved = max([reserved, *facts["trace_reserved_peak_bytes"].values()])
             if facts["failed_allocations"]:
                 entry["out_of_memory"] = True

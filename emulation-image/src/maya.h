@@ -128,6 +128,8 @@ maya_call maya_enter(void);
 void maya_leave(void);
 /* Python's collector starts (1) or stops (0) a collection: left out of the trace clock (trace.c). */
 void maya_gc_pause(int begin);
+/* The start-up hook's own host work starts (1) or stops (0): left out too, counted apart. */
+void maya_hook_pause(int begin);
 
 /* Fill and append a record; dur_ns is taken from the call.  The device is the
  * current one unless the caller sets it. */

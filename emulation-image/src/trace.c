@@ -26,7 +26,8 @@ typedef struct {
     int32_t rank, local_rank, world_size, node, gpus_per_node;
     uint32_t num_devices, off_cpu_us, gc_us;
     uint64_t start_unix_ns;
-    char gpu_name[64];
+    char gpu_name[60];
+    uint32_t hook_us;
 } trace_header;
 _Static_assert(sizeof(trace_header) == MAYA_HEADER_SIZE, "header size");
 _Static_assert(sizeof(maya_rec) == MAYA_SLOT, "slot size");
@@ -72,7 +73,7 @@ static size_t g_str_cap, g_str_count;
 #define SMALLEST_OFF_NS 20000ull
 int maya_cpu_clock;
 static pthread_mutex_t g_clock_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t g_off;                  /* ns left out so far: off the CPU, and collections (g_gc) */
+static uint64_t g_off;                  /* ns left out so far: off the CPU, and pauses (g_paused) */
 static uint64_t g_mark_wall;            /* when the last recorded call ended */
 static uint64_t g_ref_wall, g_ref_cpu;  /* the last read of the process's CPU time */
 static int g_ref_valid;                 /* ...and nothing since that could have waited off the CPU */
@@ -88,12 +89,17 @@ static pthread_key_t g_thread_key;      /* a thread that ends inside a call no l
  * gc callback (maya/_hook) brackets each collection with maya_gc_pause(1) and (0); the pause is
  * left out when no other thread was inside a call or ended one meanwhile (else its records
  * would move), and the header's gc_us holds the total left out.  The GPU server's collections
- * stay in the host model's factor, fitted on steadied delays that mostly escaped them. */
-static uint64_t g_gc;                   /* ns of collections left out so far */
-static int g_gc_open;                   /* a collection has started and not stopped */
-static uint64_t g_gc_wall;              /* when it started */
-static uint64_t g_gc_mark;              /* ...and g_mark_wall then */
-static int g_gc_alone;                  /* ...and no thread was inside a call then */
+ * stay in the host model's factor, fitted on steadied delays that mostly escaped them.  The
+ * hook's own work (device values computed on the host, maya/_hook/_maya_device_values.py) is
+ * left out the same way through maya_hook_pause, and counted apart in hook_us.  Pauses nest (a
+ * collection during the hook's work): the outermost one is left out, counted to its kind. */
+enum { PAUSE_GC, PAUSE_HOOK };
+static uint64_t g_paused[2];            /* ns left out so far, by kind of the outermost pause */
+static int g_pause_depth;               /* pauses begun and not ended */
+static int g_pause_kind;                /* the outermost one's kind */
+static uint64_t g_pause_wall;           /* when it began */
+static uint64_t g_pause_mark;           /* ...and g_mark_wall then */
+static int g_pause_alone;               /* ...and no thread was inside a call then */
 
 static uint64_t wall_ns(void) {
     struct timespec ts;
@@ -158,26 +164,30 @@ void maya_leave(void) {
     pthread_mutex_unlock(&g_clock_lock);
 }
 
-MAYA_EXPORT void maya_gc_pause(int begin) {
+static void pause_clock(int begin, int kind) {
     if (!maya_cpu_clock) return;
     pthread_mutex_lock(&g_clock_lock);
     uint64_t wall = wall_ns();
     if (begin) {
-        g_gc_open = 1;
-        g_gc_wall = wall;
-        g_gc_mark = g_mark_wall;
-        g_gc_alone = g_inside == 0;
-    } else if (g_gc_open) {
-        if (g_gc_alone && g_inside == 0 && g_mark_wall == g_gc_mark) {
-            uint64_t d = wall - g_gc_wall;
-            __atomic_add_fetch(&g_off, d, __ATOMIC_RELAXED);
-            g_gc += d;
-            g_ref_valid = 0;  /* the CPU time read before spans the collection: start a new interval */
+        if (g_pause_depth++ == 0) {
+            g_pause_kind = kind;
+            g_pause_wall = wall;
+            g_pause_mark = g_mark_wall;
+            g_pause_alone = g_inside == 0;
         }
-        g_gc_open = 0;
+    } else if (g_pause_depth > 0 && --g_pause_depth == 0) {
+        if (g_pause_alone && g_inside == 0 && g_mark_wall == g_pause_mark) {
+            uint64_t d = wall - g_pause_wall;
+            __atomic_add_fetch(&g_off, d, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&g_paused[g_pause_kind], d, __ATOMIC_RELAXED);
+            g_ref_valid = 0;  /* the CPU time read before spans the pause: start a new interval */
+        }
     }
     pthread_mutex_unlock(&g_clock_lock);
 }
+
+MAYA_EXPORT void maya_gc_pause(int begin) { pause_clock(begin, PAUSE_GC); }
+MAYA_EXPORT void maya_hook_pause(int begin) { pause_clock(begin, PAUSE_HOOK); }
 
 /* The end of a recorded call that started at trace time t0: where the next host delay starts. */
 static void call_ended(uint64_t t0) {
@@ -231,15 +241,20 @@ static void write_all(const void *p, size_t n) {
     }
 }
 
+static uint32_t saturated_us(uint64_t ns) {
+    uint64_t us = ns / 1000;
+    return us > 0xFFFFFFFFull ? 0xFFFFFFFFu : (uint32_t)us;
+}
+
 static void flush_locked(void) {
     if (g_used && g_fd >= 0) write_all(g_buf, (size_t)g_used * MAYA_SLOT);
     g_used = 0;
     if (g_fd >= 0 && !g_failed) {  /* the header's running totals of what the clock left out */
-        uint64_t gc_ns = __atomic_load_n(&g_gc, __ATOMIC_RELAXED);
-        uint64_t us = (__atomic_load_n(&g_off, __ATOMIC_RELAXED) - gc_ns) / 1000;
-        g_header.off_cpu_us = us > 0xFFFFFFFFull ? 0xFFFFFFFFu : (uint32_t)us;
-        uint64_t gc = gc_ns / 1000;
-        g_header.gc_us = gc > 0xFFFFFFFFull ? 0xFFFFFFFFu : (uint32_t)gc;
+        uint64_t gc_ns = __atomic_load_n(&g_paused[PAUSE_GC], __ATOMIC_RELAXED);
+        uint64_t hook_ns = __atomic_load_n(&g_paused[PAUSE_HOOK], __ATOMIC_RELAXED);
+        g_header.off_cpu_us = saturated_us(__atomic_load_n(&g_off, __ATOMIC_RELAXED) - gc_ns - hook_ns);
+        g_header.gc_us = saturated_us(gc_ns);
+        g_header.hook_us = saturated_us(hook_ns);
         if (pwrite(g_fd, &g_header, sizeof g_header, 0) != (ssize_t)sizeof g_header) g_failed = 1;
     }
 }

@@ -32,8 +32,8 @@ a natural expected value, the emulated one gets it, and says so:
   indices computed on the host.
 
 The host work of all this is left out of the trace clock (the interposer's
-``maya_gc_pause``, which brackets garbage collections too), so it does not
-count as the program's.
+``maya_hook_pause``; ``summary.json``'s ``hook_seconds`` holds its total), so
+it does not count as the program's.
 
 Other reads of integer or boolean device values still see zeros; those made
 by ``.tolist()``, ``nonzero``, ``torch.where(mask)``, ``argwhere`` and
@@ -81,7 +81,7 @@ def _site() -> str:
 
 
 _known: dict[int, int] = {}  # start -> end of the device storages whose values this module wrote
-_pause: Any = None  # the interposer's maya_gc_pause: host work of ours left out of the trace clock
+_pause: Any = None  # the interposer's maya_hook_pause: host work of ours left out of the trace clock
 _torch: Any = None
 
 
@@ -445,7 +445,7 @@ def install(torch: Any) -> None:
     _torch = torch
     _compiling = torch.compiler.is_compiling
     try:
-        _pause = ctypes.PyDLL(None).maya_gc_pause  # PyDLL keeps the GIL: it only takes a lock
+        _pause = ctypes.PyDLL(None).maya_hook_pause  # PyDLL keeps the GIL: it only takes a lock
         _pause.argtypes, _pause.restype = [ctypes.c_int], None
     except (OSError, AttributeError):
         _pause = None

@@ -106,5 +106,7 @@ HEADER_FIELDS: tuple[tuple[str, str], ...] = (
     ("gc_us", "I"),
     ("start_unix_ns", "Q"),
 )
-HEADER_STRUCT = struct.Struct("<8s" + "".join(code for _, code in HEADER_FIELDS) + "64s")
+# Then gpu_name (60 bytes, NUL-terminated) and hook_us (u32): traces written before hook_us have
+# zeros there, the tail of a 64-byte gpu_name.
+HEADER_STRUCT = struct.Struct("<8s" + "".join(code for _, code in HEADER_FIELDS) + "60sI")
 assert HEADER_STRUCT.size == HEADER_SIZE

@@ -35,8 +35,9 @@ def _parse_header(data: bytes | bytearray | memoryview) -> dict[str, Any]:
     if len(data) < HEADER_STRUCT.size:
         raise TraceError("truncated trace header")
     values = HEADER_STRUCT.unpack_from(data, 0)
-    header: dict[str, Any] = dict(zip((n for n, _ in HEADER_FIELDS), values[1:-1], strict=True))
-    header["gpu_name"] = values[-1].split(b"\0", 1)[0].decode("utf-8", "replace")
+    header: dict[str, Any] = dict(zip((n for n, _ in HEADER_FIELDS), values[1:-2], strict=True))
+    header["gpu_name"] = values[-2].split(b"\0", 1)[0].decode("utf-8", "replace")
+    header["hook_us"] = values[-1]
     if header["version"] != VERSION:
         raise TraceError(f"trace version {header['version']}, this reader knows {VERSION}")
     if header["slot_size"] != SLOT:

@@ -105,7 +105,7 @@ class TraceWriter:
     def to_bytes(self) -> bytes:
         h = self.header
         values = [h[name] for name, _ in HEADER_FIELDS]
-        head = HEADER_STRUCT.pack(MAGIC, *values, str(h["gpu_name"]).encode()[:63])
+        head = HEADER_STRUCT.pack(MAGIC, *values, str(h["gpu_name"]).encode()[:59], int(h.get("hook_us", 0)))
         head = head.ljust(int(h["header_size"]), b"\0")
         body = np.concatenate(self._chunks).tobytes() if self._chunks else b""
         return head + body
