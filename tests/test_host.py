@@ -29,7 +29,7 @@ from maya.predictor.replay.host import (
     step_host_times_ns,
 )
 from maya.predictor.replay.simulator import CALL_NS, simulate
-from maya.predictor.trace import Kind, read_trace
+from maya.predictor.trace import Kind, Trace, read_trace
 
 
 def test_replayed_host_time_per_step(tmp_path: Path) -> None:
@@ -197,6 +197,12 @@ print(json.dumps(marks))
                          r"( and [0-9.]+ s in device-value work)? left out\)", r.stdout + r.stderr)
 
 
+def _last_sync_gap_ns(trace: Trace) -> int:
+    """Trace-clock ns from the return of the second-last device synchronisation to the call of the last."""
+    a, b = trace.of_kind(Kind.DEVICE_SYNC)[-2:]
+    return int(trace.records["t_ns"][b]) - int(trace.records["t_ns"][a] + trace.records["dur_ns"][a])
+
+
 @pytest.mark.emulation
 @pytest.mark.parametrize("wall_clock", [False, True])
 def test_garbage_collections_are_left_out_of_the_clock(tmp_path: Path, wall_clock: bool) -> None:
@@ -220,8 +226,7 @@ print(json.dumps(took))
     assert r.returncode == 0, r.output
     took = json.loads(r.stdout.strip().splitlines()[-1])
     trace = read_trace(r.trace_path())
-    a, b = trace.of_kind(Kind.DEVICE_SYNC)[-2:]
-    gap = int(trace.records["t_ns"][b]) - int(trace.records["t_ns"][a] + trace.records["dur_ns"][a])
+    gap = _last_sync_gap_ns(trace)
     gc_s = trace.header["gc_us"] / 1e6
     assert r.rank0["gc_seconds"] == pytest.approx(gc_s)
     if wall_clock:
@@ -260,8 +265,7 @@ print(json.dumps(took))
     assert r.returncode == 0, r.output
     took = json.loads(r.stdout.strip().splitlines()[-1])
     trace = read_trace(r.trace_path())
-    a, b = trace.of_kind(Kind.DEVICE_SYNC)[-2:]
-    gap = int(trace.records["t_ns"][b]) - int(trace.records["t_ns"][a] + trace.records["dur_ns"][a])
+    gap = _last_sync_gap_ns(trace)
     hook_s = trace.header["hook_us"] / 1e6
     assert r.rank0["hook_seconds"] == pytest.approx(hook_s)
     assert gap < 0.2 * took * 1e9 and 0.9 * took <= hook_s <= took
