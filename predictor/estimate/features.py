@@ -147,10 +147,10 @@ def _strided_features(layout: tuple[int, ...]) -> dict[str, float]:
             "str_in": _log2(in_stride + 1)}
 
 
-def _integer_arg_features(op: Op) -> dict[str, float]:
+def _integer_arg_features(params: tuple[int, ...]) -> dict[str, float]:
     """The kernel's integer arguments (KERNEL ``params``: sizes of grid-stride kernels), as log2 of
     their magnitudes, and of the product of the first two (rows x columns)."""
-    ints = [abs(R.signed(v)) for v in op.params[:1 if _strided_layout(op) else 4]]
+    ints = [abs(R.signed(v)) for v in params[:4]]
     f = {f"int{i}": _log2(v + 1) for i, v in enumerate(ints)}
     if ints:
         f["int_max"] = _log2(max(ints) + 1)
@@ -175,8 +175,8 @@ def _kernel_features(op: Op, gpu: GPU) -> dict[str, float]:
         "driver": float(op.a32),
         "log_pairs": 2 * _log2(ln.grid[0]) + _log2(ln.grid[1] * ln.grid[2]),  # flash: (Sq tiles)^2 x batch*heads
     }
-    f.update(_integer_arg_features(op))
     layout = _strided_layout(op)
+    f.update(_integer_arg_features(op.params[:1] if layout else op.params))  # a strided kernel's N alone
     if layout:
         f.update(_strided_features(layout))
     if is_attention_kernel(op.name):
