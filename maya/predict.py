@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from maya import catalog
 from maya.predictor import estimate
-from maya.predictor.replay.host import HostModel, host_model, quiet_gap_scale
+from maya.predictor.replay.host import HostModel, host_model, quiet_gap_scales
 from maya.predictor.replay.iterations import trace_steps
 from maya.predictor.replay.network import Collective, collective_model
 from maya.predictor.replay.sharing import sharing_factors
@@ -201,7 +201,7 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
         for e in found:
             weights[e.confidence] = weights.get(e.confidence, 0.0) + e.ns
     # Recorded host delays were measured on the server as they are; emulated ones are steadied.
-    scale = [np.ones(len(t.records)) if oracle else quiet_gap_scale(t) for t in traces]
+    scale = [np.ones(len(t.records)) for t in traces] if oracle else quiet_gap_scales(traces)
     # Measured durations already hold what sharing the GPU with NCCL cost them.
     traced: dict[str, int] = {}
     for t in traces:

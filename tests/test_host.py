@@ -23,7 +23,7 @@ from maya.predictor.replay.host import (
     HostModel,
     fit_host,
     host_model,
-    quiet_gap_scale,
+    quiet_gap_scales,
     server_call_ns,
     steady_step_delays,
     step_host_times_ns,
@@ -55,12 +55,25 @@ def test_each_steady_step_is_steadied_to_the_quickest(tmp_path: Path) -> None:
     order, spans, totals = steady_step_delays(trace)
     # Step s's delays: 60 + 3 s us, and 5 us before its synchronisation; the last step has no end.
     assert totals == pytest.approx([65_000.0 + 3000 * s for s in range(5)])
-    scale = quiet_gap_scale(trace)
+    (scale,) = quiet_gap_scales([trace])
     inside = np.zeros(len(scale), bool)
     for (a, b), total in zip(spans, totals, strict=True):
         assert scale[order[a:b]] == pytest.approx(65_000.0 / total)
         inside[order[a:b]] = True
     assert (scale[~inside] == 1.0).all()
+
+
+def test_ranks_doing_the_same_work_are_steadied_to_the_quickest_of_them(tmp_path: Path) -> None:
+    """A rank whose process ran twice as slow in every step is priced at the other's pace; a rank
+    whose steps do other work keeps its own."""
+    fast, slow, other = (read_trace(loop_trace(tmp_path / f"{n}.mayatrace", steps=6, slower_ns=1000, pace=p,
+                                               mid_sync=n == "other"))
+                         for n, p in (("fast", 1.0), ("slow", 2.0), ("other", 2.0)))
+    scales = quiet_gap_scales([fast, slow, other])
+    for trace, scale, quickest in zip((fast, slow, other), scales, (65_000.0, 65_000.0, 130_000.0), strict=True):
+        order, spans, totals = steady_step_delays(trace)
+        for (a, b), total in zip(spans, totals, strict=True):
+            assert scale[order[a:b]] == pytest.approx(quickest / total)
 
 
 def test_fit_host_separates_delays_from_calls() -> None:

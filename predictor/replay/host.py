@@ -163,20 +163,33 @@ def steady_step_delays(trace: Trace) -> tuple[npt.NDArray[np.int64], list[tuple[
     return order, spans, [float(gaps[a:b].sum()) for a, b in spans]
 
 
-def quiet_gap_scale(trace: Trace) -> npt.NDArray[np.float64]:
-    """A factor on the host delay before each record (by record index): each steady step's delays
-    are scaled to add up to those of the quickest steady step (1 outside the steady steps).
+def quiet_gap_scales(traces: Sequence[Trace]) -> list[npt.NDArray[np.float64]]:
+    """Per rank, a factor on the host delay before each record (by record index): each steady
+    step's delays are scaled to add up to those of the quickest steady step of any rank whose
+    steps repeat the same operations (1 outside the steady steps).
 
     Why: a burst of interference on the emulating machine (another process, the hypervisor) can
     slow several consecutive steps of an emulation twofold, while the steps themselves repeat the
-    same host work; the quickest step is the one it spared most."""
-    scale = np.ones(len(trace.records))
-    order, spans, totals = steady_step_delays(trace)
-    quickest = min(totals, default=0.0)
-    for (a, b), total in zip(spans, totals, strict=True):
-        if total > 0:
-            scale[order[a:b]] = quickest / total
-    return scale
+    same host work; the quickest step is the one it spared most.  The slowdown is often the whole
+    process's, so one rank of a data-parallel job can run all its steps twice as slow as another
+    doing the same work: on the GPU server each rank has CPUs of its own, and the slowest rank
+    would set the replayed step."""
+    found = [steady_step_delays(t) for t in traces]
+    # A step's work: how many records of each kind (the order of two host threads' records may differ).
+    work = [np.bincount(t.records["kind"][order[spans[0][0]:spans[0][1]]], minlength=256).tobytes() if spans else b""
+            for t, (order, spans, _) in zip(traces, found, strict=True)]
+    quickest: dict[bytes, float] = {}
+    for key, (_, _, totals) in zip(work, found, strict=True):
+        if totals:
+            quickest[key] = min(quickest.get(key, np.inf), min(totals))
+    scales = []
+    for t, key, (order, spans, totals) in zip(traces, work, found, strict=True):
+        scale = np.ones(len(t.records))
+        for (a, b), total in zip(spans, totals, strict=True):
+            if total > 0:
+                scale[order[a:b]] = quickest[key] / total
+        scales.append(scale)
+    return scales
 
 
 def fit_host(host_s: npt.NDArray[np.float64], measured_s: Sequence[float]) -> tuple[float, float]:
