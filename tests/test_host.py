@@ -31,6 +31,8 @@ from maya.predictor.replay.host import (
 from maya.predictor.replay.simulator import CALL_NS, simulate
 from maya.predictor.trace import Kind, Trace, read_trace
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def test_replayed_host_time_per_step(tmp_path: Path) -> None:
     trace = read_trace(loop_trace(tmp_path / "r.mayatrace", slower_ns=1000))
@@ -106,7 +108,10 @@ def test_calibrated_and_nominal_host(tmp_path: Path) -> None:
     assert host_model("X", path, node=True).call_ns == {int(Kind.KERNEL): 3000.0}
     assert host_model("X", path).call_ns == {int(Kind.KERNEL): 4000.0}
     assert host_model("X", path, node=True).slowdown == 2.5 and host_model("X", path, node=True).call_scale == 1.5
-    assert host_model("H100-SXM-80GB", node=True) == host_model("H100-SXM-80GB")  # none measured: the same
+    for gpu, m in calib["machines"].items():  # the committed costs of several GPUs are those measured there
+        measured = json.loads((ROOT / "benchmarks" / "data" / "server_call_cost" / f"{gpu}-node.json").read_text())
+        assert m["node_call_ns"] == measured["ns_per_call"]
+        assert host_model(gpu, node=True).call_ns == server_call_ns(m["node_call_ns"]) != host_model(gpu).call_ns
 
 
 def test_server_call_costs_price_the_replayed_host(tmp_path: Path) -> None:
