@@ -216,6 +216,33 @@ def test_strided_elementwise_layout_features() -> None:
     assert "str_in" not in F.features(replace(op, params=(32768,)), H100)  # recorded on a GPU: no layout
 
 
+FLASH_FWD = ("_ZN13pytorch_flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsILi64ELi128ELi64ELi4ELb0ELb0EN7cutlass"
+             "10bfloat16_tE19Flash_kernel_traitsILi64ELi128ELi64ELi4ES2_EELb1ELb1ELb0ELb0ELb1ELb1ELb0EEEvNS_16"
+             "Flash_fwd_paramsE")
+MEMEFF_BWD = ("_Z41fmha_cutlassB_bf16_aligned_64x64_k64_sm80N22PyTorchMemEffAttention23AttentionBackwardKernelIN7"
+              "cutlass4arch4Sm80ENS1_10bfloat16_tELb1ELb0ELb1ELi64ELi64ELi64ELb0EE6ParamsE")
+
+
+def test_attention_kernel_shapes_features_and_work() -> None:
+    """The shapes an attention kernel's launch records (batch, heads, query and key lengths, head dimension,
+    mask word) are its features and its work: the same grid over eight times the keys does eight times the
+    work; a memory-efficient backward's batch is its grid's z; a bias adds its reads."""
+    op = kernel_op(FLASH_FWD, 4)  # grid (4, 1, 1) as recorded: (query tiles, batch, heads) flattened here
+    short, long = (replace(op, a=op.a[:4] + (6,), params=(3, 5, 512, k, 64, 1 | 64 << 8)) for k in (512, 4096))
+    fs, fl = F.features(short, H100), F.features(long, H100)
+    assert W.family(short) == "attention" and (fs["log_skv"], fl["log_skv"]) == (9.0, 12.0)
+    assert (fs["log_b"], fs["log_h"], fs["d"], fs["causal"], fs["attn_bias"]) == (math.log2(3), math.log2(5), 64, 1, 0)
+    assert "int0" not in fs  # the words are shapes, not integer arguments
+    assert W.work(short).flops == pytest.approx(2.0 * 3 * 5 * 512 * 512 * 0.5 * 128)  # causal: half the pairs
+    assert W.work(long).flops == pytest.approx(2.0 * 3 * 5 * 512 * 4096 * 128)
+    bwd = kernel_op(MEMEFF_BWD, 8)
+    bwd = replace(bwd, a=(0, 8 | 5 << 32 | 3 << 48) + bwd.a[2:4] + (6,), params=(0, 5, 200, 328, 64, 4 | 64 << 8))
+    s = W.kernel_sdpa(bwd)
+    assert s is not None and (s.b, s.bias, s.causal) == (3, True, False)
+    assert W.work(bwd).flops == pytest.approx(2.0 * 3 * 5 * 200 * 328 * 320)
+    assert W.kernel_sdpa(kernel_op(FLASH_FWD, 4)) is None  # recorded on a GPU: no shapes
+
+
 def test_families_and_work() -> None:
     g = gemm_op(4096, 4096, 4096)
     assert W.family(g) == "gemm" and W.domain(g) == "cublasLtMatmul:bf16"

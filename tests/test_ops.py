@@ -291,3 +291,35 @@ def test_strided_elementwise_kernels_carry_their_operands_layout(tmp_path: Path)
     copies = [op.params for _, op in device_ops(read_trace(run.trace_path()))
               if "18elementwise_kernel" in op.name and "direct_copy_kernel" in op.name]
     assert copies == [(32768, 4, 64, 2, 2), (32768, 3, 16, 2, 128)]
+
+
+ATTENTION_SCRIPT = """
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+def qkv(lq, lk, dtype=torch.bfloat16):
+    return [torch.randn(3, 5, n, 64, device="cuda", dtype=dtype, requires_grad=True) for n in (lq, lk, lk)]
+with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+    F.scaled_dot_product_attention(*qkv(328, 328), is_causal=True).sum().backward()
+with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):
+    mask = torch.randn(3, 5, 200, 328, device="cuda", dtype=torch.bfloat16)
+    F.scaled_dot_product_attention(*qkv(200, 328), attn_mask=mask).sum().backward()
+torch.cuda.synchronize()
+"""
+
+
+@pytest.mark.emulation
+@requires_library
+def test_attention_kernels_carry_their_shapes(tmp_path: Path) -> None:
+    """Flash and memory-efficient attention kernels: the grid does not say how many keys, the head dimension
+    or the mask; the words read from their parameter struct do (batch, heads, query and key lengths, head
+    dimension, mask word: bit 0 causal, bit 2 a bias, value head dimension from bit 8)."""
+    run = run_emulated(ATTENTION_SCRIPT, tmp_path)
+    assert run.returncode == 0, run.output
+    ops = [op for _, op in device_ops(read_trace(run.trace_path())) if "flash" in op.name or "fmha" in op.name]
+    flash = [op.params for op in ops if "flash" in op.name]
+    assert len(flash) >= 3 and set(flash) == {(3, 5, 328, 328, 64, 1 | 64 << 8)}
+    forward, backward = (next(op.params for op in ops if f"fmha_cutlass{d}" in op.name) for d in "FB")
+    assert forward == (3, 5, 200, 328, 64, 4 | 64 << 8)
+    assert backward == (0, 5, 200, 328, 64, 4 | 64 << 8)  # the backward's batch is its grid's z
+

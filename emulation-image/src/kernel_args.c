@@ -35,6 +35,18 @@
 #define OFFSETS_MAX_DIMS 25
 #define OFFSETS_STRIDES (4 + 12 * OFFSETS_MAX_DIMS)
 
+/* PyTorch's attention kernels (flash-attention and memory-efficient attention) take one struct of
+ * parameters by value.  Their grid counts query tiles, batches and heads, but not the keys each tile
+ * runs over, nor the head dimension or a mask, which set most of their time.  So such a launch records,
+ * in place of integer arguments, six words read from the struct: batch (0 where the struct does not
+ * hold it: the memory-efficient backward, whose grid's z is the batch), heads, query length, key
+ * length, head dimension, and a mask word: bit 0 causal, bit 2 an additive bias (an attn_mask tensor),
+ * the value head dimension from bit 8.  Offsets are torch 2.11's (flash.h's Flash_fwd_params, the
+ * AttentionKernel and AttentionBackwardKernel Params of mem_eff_attention), found under emulation by
+ * launching each kernel with distinct sizes; a struct whose sizes are out of range records nothing. */
+enum { ATTENTION_NONE, ATTENTION_FLASH, ATTENTION_MEMEFF_FWD, ATTENTION_MEMEFF_BWD };
+#define ATTENTION_OUT_OF_RANGE "kernel arguments: attention parameters out of range, not recorded"
+
 #define UNSPLIT "kernel arguments: demangled signature not split, integer arguments not recorded"
 #define OUT_OF_RANGE "kernel arguments: parameter index beyond the signature, integer arguments not recorded"
 
@@ -49,6 +61,16 @@ static int integer_size(const char *t, size_t n) {
     return 0;
 }
 
+/* Which attention kernel the parameter list starting at `params` (after the opening parenthesis) is. */
+static int attention_kind(const char *params) {
+    if (strncmp(params, "pytorch_flash::Flash_fwd_params", 31) == 0 ||
+        strncmp(params, "pytorch_flash::Flash_bwd_params", 31) == 0)
+        return ATTENTION_FLASH;
+    if (strncmp(params, "PyTorchMemEffAttention::AttentionKernel<", 40) == 0) return ATTENTION_MEMEFF_FWD;
+    if (strncmp(params, "PyTorchMemEffAttention::AttentionBackwardKernel<", 48) == 0) return ATTENTION_MEMEFF_BWD;
+    return ATTENTION_NONE;
+}
+
 static int unsplit(maya_func *f) {
     f->n_ints = 0;
     f->n_params = -1;
@@ -59,6 +81,7 @@ static int unsplit(maya_func *f) {
 int maya_kernel_integer_params(const char *demangled, maya_func *f) {
     f->n_ints = 0;
     f->n_params = 0;
+    f->attention = ATTENTION_NONE;
     f->strided = demangled && strncmp(demangled, STRIDED_KERNEL, strlen(STRIDED_KERNEL)) == 0 &&
                  strstr(demangled, STRIDED_CLOSURE) != NULL;
     size_t len = demangled ? strlen(demangled) : 0;
@@ -73,6 +96,7 @@ int maya_kernel_integer_params(const char *demangled, maya_func *f) {
         if (open == 0) return unsplit(f);
         open--;
     }
+    f->attention = attention_kind(demangled + open + 1);
     int index = 0, n = 0;
     uint16_t where[MAYA_KERNEL_INTS] = {0};
     uint8_t size_of[MAYA_KERNEL_INTS] = {0};
@@ -121,8 +145,46 @@ static int strided_layout(const unsigned char *closure, uint64_t *out) {
     return 4;
 }
 
+static int32_t word32(const unsigned char *p, size_t offset) {
+    int32_t v;
+    memcpy(&v, p + offset, 4);
+    return v;
+}
+
+/* The attention words (see ATTENTION_FLASH) of one launch's parameter struct into out; returns 6, or 0
+ * when a size is out of range. */
+static int attention_shape(int kind, const unsigned char *p, uint64_t *out) {
+    int64_t b, h, sq, skv, d, dv, causal;
+    uint64_t bias;
+    if (kind == ATTENTION_FLASH) {
+        h = word32(p, 96), b = word32(p, 176), sq = word32(p, 180), skv = word32(p, 184), d = dv = word32(p, 192);
+        causal = word32(p, 392) == 0;  /* window_size_right: 0 causal, -1 none */
+        bias = 0;
+    } else if (kind == ATTENTION_MEMEFF_FWD) {
+        d = word32(p, 96), dv = word32(p, 100), sq = word32(p, 104), skv = word32(p, 108);
+        causal = p[116] != 0;  /* custom_mask_type: 1 causal from the top left, 2 from the bottom right */
+        b = word32(p, 192), h = word32(p, 196);
+        memcpy(&bias, p + 24, 8);
+    } else {
+        d = word32(p, 144), dv = word32(p, 148), sq = word32(p, 152), skv = word32(p, 156), h = word32(p, 160);
+        causal = p[164] != 0;
+        b = 0;
+        memcpy(&bias, p + 24, 8);
+    }
+    if (b < 0 || b >= 1 << 24 || h < 1 || h >= 1 << 16 || sq < 1 || sq >= 1 << 26 || skv < 1 || skv >= 1 << 26 ||
+        d < 1 || d > 1024 || dv < 1 || dv > 1024) {
+        maya_approximated(ATTENTION_OUT_OF_RANGE);
+        return 0;
+    }
+    out[0] = (uint64_t)b, out[1] = (uint64_t)h, out[2] = (uint64_t)sq, out[3] = (uint64_t)skv, out[4] = (uint64_t)d;
+    out[5] = (uint64_t)(causal | (bias ? 4 : 0) | (dv << 8));
+    return 6;
+}
+
 int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t *out) {
     if (!args) return 0;
+    if (f->attention && f->n_params >= 1)
+        return args[0] ? attention_shape(f->attention, args[0], out) : 0;
     for (int i = 0; i < f->n_ints; i++) {
         if (f->int_index[i] >= f->n_params) {
             maya_approximated(OUT_OF_RANGE);

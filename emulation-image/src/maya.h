@@ -208,6 +208,7 @@ typedef struct maya_func {
     uint8_t int_size[MAYA_KERNEL_INTS];
     int n_params;           /* parameters in the demangled signature (set with n_ints); -1: it could not be split */
     int strided;            /* PyTorch's strided elementwise kernel: its closure's OffsetCalculator is read */
+    int attention;          /* PyTorch's attention kernels: their parameter struct is read (kernel_args.c) */
 } maya_func;
 
 void maya_registry_add(const void *key, const char *name);

@@ -116,6 +116,16 @@ static void test_kernel_args(void) {
     f.n_params = 1;  /* as if the kernel had one parameter: args[1] does not exist */
     CHECK(maya_kernel_integer_args(&f, args, out) == 0);
     CHECK(maya_approximated_count(beyond) == 1);
+
+    /* An attention kernel's parameter struct whose sizes are out of range (not the layout expected):
+     * nothing recorded, and counted. */
+    const char *attention = "kernel arguments: attention parameters out of range, not recorded";
+    CHECK(maya_kernel_integer_params("fmha_cutlassB_f32_aligned_64x64_k64_sm80(PyTorchMemEffAttention::"
+                                     "AttentionBackwardKernel<cutlass::arch::Sm80, float, true, false, false, 64, "
+                                     "64, 64, false>::Params)", &f) == 0 && f.attention);
+    unsigned char params[256] = {0};
+    void *launch[] = {params};
+    CHECK(maya_kernel_integer_args(&f, launch, out) == 0 && maya_approximated_count(attention) == 1);
 }
 
 static cudnnBackendDescriptor_t desc(cudnnBackendDescriptorType_t type) {

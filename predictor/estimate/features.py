@@ -37,6 +37,7 @@ from maya.predictor.estimate.work import (
     family,
     gemm,
     is_sdpa_backward,
+    kernel_sdpa,
     kernel_work,
     launch,
     sdpa,
@@ -116,18 +117,25 @@ def _gemm_features(op: Op, gpu: GPU) -> dict[str, float]:
     return f
 
 
+def _attention_shape_features(s: R.Sdpa, gpu: GPU) -> dict[str, float]:
+    f = {
+        "log_b": _log2(s.b), "log_h": _log2(s.h), "log_hk": _log2(s.hk), "log_sq": _log2(s.sq),
+        "log_skv": _log2(s.skv), "d": float(s.d), "dv": float(s.dv), "causal": float(s.causal),
+        "attn_bias": float(s.bias),
+    }
+    for tm in (64, 128):
+        f.update(_tiles(s.sq, 1, s.b * s.h, tm, 1, gpu.sm_count))
+    return f
+
+
 def _sdpa_features(op: Op, gpu: GPU) -> dict[str, float]:
     s = sdpa(op)
     size, math_key = dnn_dtype(op)
     f = {
-        "backward": float(is_sdpa_backward(op)), "log_b": _log2(s.b), "log_h": _log2(s.h), "log_hk": _log2(s.hk),
-        "log_sq": _log2(s.sq), "log_skv": _log2(s.skv), "d": float(s.d), "dv": float(s.dv),
-        "causal": float(s.causal), "dropout": float(s.dropout), "elem_bytes": float(size),
-        "n_kernels": float(len(op.kernels)),
+        "backward": float(is_sdpa_backward(op)), "dropout": float(s.dropout), "elem_bytes": float(size),
+        "n_kernels": float(len(op.kernels)), **_attention_shape_features(s, gpu),
     }
     f.update(_work_features(sdpa_work(op), gpu))
-    for tm in (64, 128):
-        f.update(_tiles(s.sq, 1, s.b * s.h, tm, 1, gpu.sm_count))
     return f
 
 
@@ -176,11 +184,15 @@ def _kernel_features(op: Op, gpu: GPU) -> dict[str, float]:
         "log_pairs": 2 * _log2(ln.grid[0]) + _log2(ln.grid[1] * ln.grid[2]),  # flash: (Sq tiles)^2 x batch*heads
     }
     layout = _strided_layout(op)
-    f.update(_integer_arg_features(op.params[:1] if layout else op.params))  # a strided kernel's N alone
+    shapes = kernel_sdpa(op)  # an attention kernel's recorded shapes: its words are no integer arguments
+    if shapes is None:
+        f.update(_integer_arg_features(op.params[:1] if layout else op.params))  # a strided kernel's N alone
     if layout:
         f.update(_strided_features(layout))
     if is_attention_kernel(op.name):
         f["attn_class"] = float(attention_class(op.name))
+    if shapes is not None:
+        f.update(_attention_shape_features(shapes, gpu))
     f.update(_work_features(kernel_work(op), gpu))
     return f
 
@@ -238,7 +250,8 @@ FEATURES: dict[str, tuple[str, ...]] = {
         "pad_eff_256x128",
     ),
     "attention": (
-        "is_kernel", "backward", "log_b", "log_h", "log_hk", "log_sq", "log_skv", "d", "dv", "causal", "dropout",
+        "is_kernel", "backward", "log_b", "log_h", "log_hk", "log_sq", "log_skv", "d", "dv", "causal", "attn_bias",
+        "dropout",
         "elem_bytes", "n_kernels", "waves_64x1", "wave_eff_64x1", "waves_128x1", "wave_eff_128x1", "attn_class",
         "log_gx", "log_gy", "log_gz", "log_tpb", "log_blocks", "log_threads", "log_smem", "log_waves", "log_pairs",
         "t0", "t1", "t2", "int0", "int1", "int2", "int3", "int_max", "int_prod",

@@ -20,6 +20,7 @@ from functools import lru_cache
 
 from maya.catalog import GPU
 from maya.predictor.estimate.kernel_names import (
+    demangle,
     is_attention_kernel,
     is_backward,
     kernel_class,
@@ -170,18 +171,44 @@ def sdpa(op: Op) -> R.Sdpa:
 
 
 def sdpa_work(op: Op) -> Work:
-    s = sdpa(op)
     size, math_key = dnn_dtype(op)
+    return attention_work(sdpa(op), is_sdpa_backward(op), size, math_key)
+
+
+def attention_work(s: R.Sdpa, backward: bool, size: int, math_key: str) -> Work:
+    """The FLOPs and bytes of attention of shapes ``s``, forward or backward, elements of ``size`` bytes."""
     pairs = float(s.b) * s.h * s.sq * s.skv * (0.5 if s.causal and s.sq == s.skv else 1.0)
     q, o = float(s.b) * s.h * s.sq * s.d, float(s.b) * s.h * s.sq * s.dv
     kv = float(s.b) * s.hk * s.skv * (s.d + s.dv)
-    if is_sdpa_backward(op):
+    if backward:
         flops = 2.0 * pairs * (3 * s.d + 2 * s.dv)
         nbytes = (2 * (q + kv) + 2 * o) * size + q * 4  # read Q K V O dO, write dQ dK dV, fp32 dQ accumulator
     else:
         flops = 2.0 * pairs * (s.d + s.dv)
         nbytes = (q + kv + o) * size + float(s.b) * s.h * s.sq * 4  # + the fp32 log-sum-exp
+    if s.bias:
+        nbytes += pairs * size  # the additive mask, read once per query-key pair
     return Work(flops, nbytes, math_key, "hbm")
+
+
+def kernel_sdpa(op: Op) -> R.Sdpa | None:
+    """The shapes an attention kernel's launch recorded (None: not one, or recorded without them)."""
+    return R.Sdpa.of_kernel(op.params, launch(op).grid) if is_attention_kernel(op.name) else None
+
+
+# The attention kernels that only pass over a row per query (flash's split combine, its backward's
+# dO.O and dQ conversion), and the element type's math.
+_ATTENTION_PASSES = ("flash_fwd_splitkv_combine", "flash_bwd_dot_do_o", "flash_bwd_convert_dq")
+
+
+def _attention_kernel_work(op: Op, s: R.Sdpa) -> Work:
+    text = demangle(op.name)
+    size = kernel_dtype_bytes(op.name)
+    math_key = "fp32" if size == 4 else ("bf16" if "bfloat16" in text else "fp16")
+    if any(p in text for p in _ATTENTION_PASSES):
+        rows = float(s.b) * s.h * s.sq
+        return Work(rows * s.dv, rows * s.dv * (2 * size + 4), math_key, "hbm")
+    return attention_work(s, is_backward(op.name), size, math_key)
 
 
 @dataclass(frozen=True)
@@ -264,6 +291,8 @@ _MULTI_TENSOR_CHUNK = 65536  # elements per block of torch's multi_tensor_apply
 
 def kernel_work(op: Op) -> Work:
     cls = kernel_class(op.name) if not is_attention_kernel(op.name) else "attention"
+    if cls == "attention" and (shapes := kernel_sdpa(op)) is not None:
+        return _attention_kernel_work(op, shapes)
     size = kernel_dtype_bytes(op.name)
     ln = launch(op)
     if cls == "multi_tensor":

@@ -279,12 +279,25 @@ class Sdpa:
     dv: int
     causal: bool
     dropout: bool
+    bias: bool = False  # an additive mask (attn_mask)
 
     @classmethod
     def decode(cls, a: Sequence[int], params: Sequence[int]) -> Sdpa:
         p = {name: param(params, i) for i, name in enumerate(SDPA_PARAMS)}
         return cls(b=max(p["b"], 1), h=max(p["h"], 1), hk=max(p["hk"], 1), sq=p["sq"], skv=p["skv"], d=p["d"],
                    dv=p["dv"] or p["d"], causal=bool(DNN_CAUSAL.of(a)), dropout=bool(DNN_DROPOUT.of(a)))
+
+    @classmethod
+    def of_kernel(cls, params: Sequence[int], grid: tuple[int, int, int]) -> Sdpa | None:
+        """The shapes an attention kernel's launch records (PyTorch's flash and memory-efficient
+        attention, ``emulation-image/src/kernel_args.c``): batch (0: the grid's z), heads, query and
+        key lengths, head dimension, mask word (bit 0 causal, bit 2 a bias, value head dimension from
+        bit 8).  None when the launch recorded other words."""
+        if len(params) != 6:
+            return None
+        b, h, sq, skv, d, mask = (int(v) for v in params)
+        return cls(b=b or grid[2], h=h, hk=h, sq=sq, skv=skv, d=d, dv=(mask >> 8) or d, causal=bool(mask & 1),
+                   dropout=False, bias=bool(mask & 4))
 
 
 @dataclass(frozen=True)
