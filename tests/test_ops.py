@@ -30,7 +30,7 @@ from maya.predictor.estimate.profiles import ProfileRow, load_profiles, read_tab
 from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
 from maya.predictor.trace.align import align, align_traces
 from maya.predictor.trace.ops import Op, device_ops, differing_fields, measured
-from maya.predictor.trace.records import BLAS_WORDS
+from maya.predictor.trace.records import BLAS_WORDS, Sdpa
 
 SGEMM = "_Z13ampere_sgemmPfS_"
 COPY = "_ZN2at6native29vectorized_elementwise_kernelILi4E"
@@ -304,6 +304,10 @@ with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
 with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):
     mask = torch.randn(3, 5, 200, 328, device="cuda", dtype=torch.bfloat16)
     F.scaled_dot_product_attention(*qkv(200, 328), attn_mask=mask).sum().backward()
+with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+    F.scaled_dot_product_attention(*qkv(256, 256), is_causal=True).sum().backward()
+    padding = torch.randn(3, 1, 1, 256, device="cuda", dtype=torch.bfloat16)
+    F.scaled_dot_product_attention(*qkv(256, 256), attn_mask=padding).sum().backward()
 torch.cuda.synchronize()
 """
 
@@ -322,4 +326,10 @@ def test_attention_kernels_carry_their_shapes(tmp_path: Path) -> None:
     forward, backward = (next(op.params for op in ops if f"fmha_cutlass{d}" in op.name) for d in "FB")
     assert forward == (3, 5, 200, 328, 64, 4 | 64 << 8)
     assert backward == (0, 5, 200, 328, 64, 4 | 64 << 8)  # the backward's batch is its grid's z
+    # cuDNN's attention graphs: the mask is an input added to the scores (the causal one is generated).
+    cudnn = [(op.name, Sdpa.decode(op.a, op.params)) for _, op in device_ops(read_trace(run.trace_path()))
+             if op.name.startswith("sdpa")]
+    assert [(name, s.causal, s.bias) for name, s in cudnn] == [
+        ("sdpa_fprop", True, False), ("sdpa_bprop", True, False), ("sdpa_fprop", False, True),
+        ("sdpa_bprop", False, True)]
 

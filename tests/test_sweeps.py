@@ -38,7 +38,7 @@ from maya.predictor.trace import Kind, read_trace
 from maya.predictor.trace.ops import Op, device_ops
 
 SWEEP = REPO / "benchmarks" / "campaigns" / "profiling" / "sweep.py"
-PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid")
+PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid", "attention-mask")
 CALLS = 4  # warm-up + the default 3 repeats
 
 
@@ -165,8 +165,18 @@ def _check_attention_grid(ops: list[Op]) -> None:
     assert all((op.a[2] >> 24) & 1 for op in dnn)  # causal
 
 
-CHECKS = {"gemm-grid": _check_gemm_grid, "attention-grid": _check_attention_grid, "gemm": _check_gemm, "attention": _check_attention, "dnn": _check_dnn, "memory": _check_memory,
-          "copy": _check_copy}
+def _check_attention_mask(ops: list[Op]) -> None:
+    dnn = [op for op in ops if op.kind == Kind.DNN]
+    assert {op.name for op in dnn} == {"sdpa_fprop", "sdpa_bprop"}
+    assert {op.params[:6] for op in dnn} == {(2, 4, 4, 128, 192, 64)}
+    assert all((op.a[2] >> 30) & 1 for op in dnn)  # an additive mask
+    fmha = [op for op in ops if "fmha_cutlass" in op.name]
+    assert fmha and {op.params[1:] for op in fmha} == {(2, 96, 96, 64, 4 | 64 << 8)}  # heads .. mask word
+
+
+CHECKS = {"gemm-grid": _check_gemm_grid, "attention-grid": _check_attention_grid, "gemm": _check_gemm,
+          "attention": _check_attention, "dnn": _check_dnn, "memory": _check_memory, "copy": _check_copy,
+          "attention-mask": _check_attention_mask}
 
 
 @pytest.mark.emulation

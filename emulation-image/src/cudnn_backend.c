@@ -446,10 +446,13 @@ static void analyse_conv(ginfo *g, const bdesc *op)
 static void analyse_sdpa_composite(ginfo *g, const bdesc *const *ops, int nops, int nmm)
 {
     const bdesc *mm[8];
-    int n = 0;
+    const bdesc *adds[8];
+    int n = 0, nadd = 0;
     int has_genidx = 0, has_cmp = 0;
     for (int i = 0; i < nops; i++) {
         const bdesc *op = ops[i];
+        if (op->type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR && pw_mode(op) == CUDNN_POINTWISE_ADD && nadd < 8)
+            adds[nadd++] = op;
         if (op->type == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR && n < 8)
             mm[n++] = op;
         if (op->type == CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR) {
@@ -485,6 +488,18 @@ static void analyse_sdpa_composite(ginfo *g, const bdesc *const *ops, int nops, 
         g->s.skv = kt.dims[3];
     }
     g->s.dv = c2.nd == 4 ? c2.dims[3] : g->s.d;
+    /* An additive mask: a graph input (neither virtual nor by value) added to the scores, of shape
+     * [b or 1, h or 1, sq or 1, skv]; the softmax statistics ([b, h, sq, 1]) are no mask. */
+    for (int i = 0; i < nadd; i++) {
+        for (int side = 0; side < 2; side++) {
+            tinfo t;
+            tensor_info(op_tensor(adds[i], side ? CUDNN_ATTR_OPERATION_POINTWISE_BDESC
+                                                : CUDNN_ATTR_OPERATION_POINTWISE_XDESC), &t);
+            if (t.nd == 4 && !t.virt && !t.byval && g->s.skv > 1 && t.dims[3] == g->s.skv &&
+                (t.dims[2] == g->s.sq || t.dims[2] == 1))
+                g->flags |= DNN_F_BIAS;
+        }
+    }
     /* The scale: the by-value operand of the multiply applied to Q.K^T. */
     tinfo s_out;
     tensor_info(op_tensor(mm[0], CUDNN_ATTR_OPERATION_MATMUL_CDESC), &s_out);

@@ -40,6 +40,7 @@ enum {
     DNN_F_TRAINING = 1u << 27,  /* batch norm in training mode */
     DNN_F_GQA = 1u << 28,       /* fewer K/V heads than Q heads */
     DNN_F_UNIFIED = 1u << 29,   /* native SDPA operation (not the composite graph) */
+    DNN_F_BIAS = 1u << 30,      /* SDPA: an additive mask (attn_mask) added to the scores */
 };
 
 enum { DNN_LAYOUT_NCHW = 0, DNN_LAYOUT_NHWC = 1, DNN_LAYOUT_ROWMAJOR = 2 };

@@ -240,7 +240,7 @@ DNN_ENGINE, DNN_KNOB = Field(1, 0, 32), Field(1, 32, 32)
 DNN_IO_DTYPE, DNN_COMPUTE_DTYPE, DNN_LAYOUT = Field(2, 0, 8), Field(2, 8, 8), Field(2, 16, 8)
 # Flags of a2 (DNN_F_* in dnn.h).
 DNN_CAUSAL, DNN_DROPOUT, DNN_BACKEND = Field(2, 24, 1), Field(2, 25, 1), Field(2, 26, 1)
-DNN_TRAINING, DNN_GQA, DNN_UNIFIED = Field(2, 27, 1), Field(2, 28, 1), Field(2, 29, 1)
+DNN_TRAINING, DNN_GQA, DNN_UNIFIED, DNN_BIAS = Field(2, 27, 1), Field(2, 28, 1), Field(2, 29, 1), Field(2, 30, 1)
 DNN_N_PARAMS, DNN_N_KERNELS, DNN_N_GRAPH = Field(3, 0, 16), Field(3, 16, 16), Field(3, 32, 32)
 DNN_GRAPH_HASH = Field(4)
 DNN_LAYOUTS = {0: "nchw", 1: "nhwc", 2: "rowmajor"}  # DNN_LAYOUT_* of dnn.h
@@ -285,7 +285,8 @@ class Sdpa:
     def decode(cls, a: Sequence[int], params: Sequence[int]) -> Sdpa:
         p = {name: param(params, i) for i, name in enumerate(SDPA_PARAMS)}
         return cls(b=max(p["b"], 1), h=max(p["h"], 1), hk=max(p["hk"], 1), sq=p["sq"], skv=p["skv"], d=p["d"],
-                   dv=p["dv"] or p["d"], causal=bool(DNN_CAUSAL.of(a)), dropout=bool(DNN_DROPOUT.of(a)))
+                   dv=p["dv"] or p["d"], causal=bool(DNN_CAUSAL.of(a)), dropout=bool(DNN_DROPOUT.of(a)),
+                   bias=bool(DNN_BIAS.of(a)))
 
     @classmethod
     def of_kernel(cls, params: Sequence[int], grid: tuple[int, int, int]) -> Sdpa | None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Profiling sweep: the GPU work of training, one distinct operation at a time.
 
-    python benchmarks/campaigns/profiling/sweep.py --part {gemm,attention,dnn,memory,copy} [--size tiny|full]
+    python benchmarks/campaigns/profiling/sweep.py --part {gemm,attention,dnn,memory,copy,...} [--size tiny|full]
                                          [--repeats 3] [--dry-run [--list]]
 
 Recorded on a GPU (`maya record`), the trace gives each operation's device
@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid")
+PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid", "attention-mask")
 GiB = 1 << 30
 
 # Cost model of an H100 SXM, used only to plan (what fits the budget) and to
@@ -287,17 +287,29 @@ BACKENDS = {
 BACKEND_EFFICIENCY = {"flash": 0.45, "cudnn": 0.55, "efficient": 0.3}
 
 
+# Masks an encoder-decoder or a padded batch passes as ``attn_mask``: (shape of the mask, bool or additive).
+MASKS = {
+    "full": (lambda b, h, sq, sk: (b, h, sq, sk), False),     # one additive score per query-key pair
+    "padding": (lambda b, h, sq, sk: (b, 1, 1, sk), False),   # keys masked per sequence
+    "square": (lambda b, h, sq, sk: (sq, sk), False),         # one mask for every sequence and head
+    "bool": (lambda b, h, sq, sk: (sq, sk), True),            # a boolean lower-triangular mask
+}
+
+
 def attention_op(backend: str, dtype: str, b: int, h: int, sq: int, sk: int, d: int, causal: bool = False,
-                 hk: int = 0, dropout: float = 0.0) -> Op:
+                 hk: int = 0, dropout: float = 0.0, mask: str = "") -> Op:
     """``F.scaled_dot_product_attention`` forward and backward on one backend.
 
     Q, K, V are laid out as a transformer makes them, (B, S, H, D) transposed
-    to (B, H, S, D); ``hk`` < ``h`` is grouped-query attention.
+    to (B, H, S, D); ``hk`` < ``h`` is grouped-query attention; ``mask`` one of
+    :data:`MASKS`, passed as ``attn_mask``.
     """
     hk = hk or h
     size = ITEMSIZE[dtype]
     flops = 4.0 * b * h * sq * sk * d * (0.5 if causal else 1.0) * 3.5  # forward 1, backward 2.5
     io = (2 * b * h * sq * d + 2 * b * hk * sk * d) * size * 2  # inputs, output and their gradients
+    mask_shape = MASKS[mask][0](b, h, sq, sk) if mask else ()
+    io += 2 * math.prod(mask_shape) * size if mask else 0  # read by the forward and the backward
     if backend == "math":  # fp32 batched GEMMs and several passes over the B x H x Sq x Sk scores
         seconds = compute_s(flops, io + 10.0 * b * h * sq * sk * 4, "fp32", kernels=20)
         held = io + 4 * b * h * sq * sk * 4
@@ -308,17 +320,22 @@ def attention_op(backend: str, dtype: str, b: int, h: int, sq: int, sk: int, d: 
         plan = (CUDNN_SDPA_DROPOUT_PLAN_S if dropout else CUDNN_SDPA_PLAN_S) if backend == "cudnn" else 0.0
         host = host_s(15, 4, plan)
     label = (f"{backend} {dtype} b={b} h={h} hk={hk} sq={sq} sk={sk} d={d}"
-             f"{' causal' if causal else ''}{f' dropout={dropout}' if dropout else ''}")
+             f"{' causal' if causal else ''}{f' dropout={dropout}' if dropout else ''}{f' mask={mask}' if mask else ''}")
 
     def setup() -> Call:
         q0, k0, v0 = (randn(b, s, heads, d, dtype=dtype, grad=True) for s, heads in ((sq, h), (sk, hk), (sk, hk)))
         grad_out = randn(b, sq, h, d, dtype=dtype).transpose(1, 2)
         q, k, v = (t.transpose(1, 2) for t in (q0, k0, v0))
+        attn_mask = None
+        if mask:
+            shape, boolean = MASKS[mask]
+            attn_mask = (torch.ones(*shape(b, h, sq, sk), device="cuda", dtype=torch.bool).tril() if boolean
+                         else randn(*shape(b, h, sq, sk), dtype=dtype))
 
         def call() -> object:
             with sdpa_kernel([BACKENDS[backend]]):
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal,
-                                                     enable_gqa=hk != h)
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout,
+                                                     is_causal=causal, enable_gqa=hk != h)
             return torch.autograd.grad(out, (q0, k0, v0), grad_out)
 
         return call
@@ -403,6 +420,30 @@ def attention_grid_plan(size: str) -> list[Op]:
     if size == "tiny":
         return [attention_op("cudnn", "bf16", 2, 8, 256, 256, 128, causal=True, hk=2)]
     return within_budget(_grid_attention(random.Random(6), 3000), share=0.3)
+
+
+def _masked_attention(rng: random.Random, draws: int) -> Iterator[Op]:
+    """Attention under an ``attn_mask`` (encoder-decoders, padded batches): cuDNN adds it to the scores
+    in its graph, memory-efficient attention reads it as a bias; at transformer shapes."""
+    for _ in range(draws):
+        backend = rng.choices(("cudnn", "efficient"), (75, 25))[0]
+        dtype = rng.choice(("bf16", "fp16"))
+        d = rng.choices((64, 128, 96, 80), (50, 40, 5, 5))[0]
+        b = rng.choice((1, 2, 4, 8, 16, 32, 64))
+        h = rng.choice((4, 8, 12, 16, 24, 32))
+        sq = rng.choice((64, 128, 256, 384, 512, 768, 1024, 2048, 4096, 8192))
+        sk = sq if rng.random() < 0.7 else rng.choice((64, 128, 256, 512, 1024, 2048, 4096))
+        mask = rng.choices(tuple(MASKS), (30, 40, 20, 10))[0]
+        if _attention_shape_ok(backend, dtype, b, h, sq, sk, d, h, 0.0) and (
+                mask != "full" or 2 * b * h * sq * sk * ITEMSIZE[dtype] <= 2 * GiB):
+            yield attention_op(backend, dtype, b, h, sq, sk, d, mask=mask)
+
+
+def attention_mask_plan(size: str) -> list[Op]:
+    if size == "tiny":
+        return [attention_op("cudnn", "bf16", 2, 4, 128, 192, 64, mask="padding"),
+                attention_op("efficient", "fp16", 2, 2, 96, 96, 64, mask="full")]
+    return within_budget(_masked_attention(random.Random(7), 3000), share=0.3)
 
 
 # ---------------------------------------------------------------- dnn
@@ -955,6 +996,7 @@ PLANS: dict[str, Callable[[str], list[Op]]] = {
     "copy": copy_plan,
     "gemm-grid": gemm_grid_plan,
     "attention-grid": attention_grid_plan,
+    "attention-mask": attention_mask_plan,
 }
 
 
