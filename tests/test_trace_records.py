@@ -105,7 +105,7 @@ def test_dnn_flags_layouts_and_parameter_blocks_are_dnn_h_s() -> None:
     h = _text("dnn.h")
     flags = _enum(h, "DNN_F_")
     decoders = {"CAUSAL": R.DNN_CAUSAL, "DROPOUT": R.DNN_DROPOUT, "BACKEND": R.DNN_BACKEND,
-                "TRAINING": R.DNN_TRAINING, "GQA": R.DNN_GQA, "UNIFIED": R.DNN_UNIFIED}
+                "TRAINING": R.DNN_TRAINING, "GQA": R.DNN_GQA, "UNIFIED": R.DNN_UNIFIED, "BIAS": R.DNN_BIAS}
     assert set(flags) == set(decoders)
     for name, bit in flags.items():
         field = decoders[name]
