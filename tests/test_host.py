@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -30,6 +31,9 @@ from maya.predictor.replay.host import (
 )
 from maya.predictor.replay.simulator import CALL_NS, simulate
 from maya.predictor.trace import Kind, Trace, read_trace
+
+if TYPE_CHECKING:
+    from emulated import EmulatedRun
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -215,10 +219,18 @@ print(json.dumps(marks))
                          r"( and [0-9.]+ s in device-value work)? left out\)", r.stdout + r.stderr)
 
 
-def _last_sync_gap_ns(trace: Trace) -> int:
-    """Trace-clock ns from the return of the second-last device synchronisation to the call of the last."""
+def _run_timed_pause(script: str, tmp_path: Path, env: dict[str, str] | None = None) -> tuple[EmulatedRun, float, Trace, int]:
+    """Emulates a script that prints the wall seconds of some host work between its last two device
+    synchronisations: (the run, those seconds, its trace, the trace-clock ns from the return of the
+    second-last synchronisation to the call of the last)."""
+    from emulated import run_emulated
+
+    r = run_emulated(script, tmp_path, env=env or {})
+    assert r.returncode == 0, r.output
+    took = json.loads(r.stdout.strip().splitlines()[-1])
+    trace = read_trace(r.trace_path())
     a, b = trace.of_kind(Kind.DEVICE_SYNC)[-2:]
-    return int(trace.records["t_ns"][b]) - int(trace.records["t_ns"][a] + trace.records["dur_ns"][a])
+    return r, took, trace, int(trace.records["t_ns"][b]) - int(trace.records["t_ns"][a] + trace.records["dur_ns"][a])
 
 
 @pytest.mark.emulation
@@ -227,8 +239,6 @@ def test_garbage_collections_are_left_out_of_the_clock(tmp_path: Path, wall_cloc
     """A full collection over a million tracked lists between two synchronisations is left out
     of the trace clock (the start-up hook brackets it for the interposer), and the header and
     the summary say how much; ``MAYA_WALL_CLOCK=1`` keeps it."""
-    from emulated import run_emulated
-
     script = """
 import gc, json, time, torch
 junk = [[i] for i in range(1_000_000)]
@@ -240,11 +250,7 @@ took = time.perf_counter() - began
 torch.cuda.synchronize()
 print(json.dumps(took))
 """
-    r = run_emulated(script, tmp_path, env={"MAYA_WALL_CLOCK": "1"} if wall_clock else {})
-    assert r.returncode == 0, r.output
-    took = json.loads(r.stdout.strip().splitlines()[-1])
-    trace = read_trace(r.trace_path())
-    gap = _last_sync_gap_ns(trace)
+    r, took, trace, gap = _run_timed_pause(script, tmp_path, {"MAYA_WALL_CLOCK": "1"} if wall_clock else None)
     gc_s = trace.header["gc_us"] / 1e6
     assert r.rank0["gc_seconds"] == pytest.approx(gc_s)
     if wall_clock:
@@ -259,8 +265,6 @@ def test_the_hooks_own_work_is_left_out_apart_from_collections(tmp_path: Path) -
     """``maya_hook_pause`` (the start-up hook's device-value work) leaves its span out of the trace
     clock and counts it in ``hook_us`` / ``hook_seconds``; a collection inside it counts as the
     hook's, not twice."""
-    from emulated import run_emulated
-
     script = """
 import ctypes, gc, json, time, torch
 gc.disable()  # the one collection is the explicit one, inside the pause
@@ -279,11 +283,7 @@ took = time.perf_counter() - began
 torch.cuda.synchronize()
 print(json.dumps(took))
 """
-    r = run_emulated(script, tmp_path)
-    assert r.returncode == 0, r.output
-    took = json.loads(r.stdout.strip().splitlines()[-1])
-    trace = read_trace(r.trace_path())
-    gap = _last_sync_gap_ns(trace)
+    r, took, trace, gap = _run_timed_pause(script, tmp_path)
     hook_s = trace.header["hook_us"] / 1e6
     assert r.rank0["hook_seconds"] == pytest.approx(hook_s)
     assert gap < 0.2 * took * 1e9 and 0.9 * took <= hook_s <= took

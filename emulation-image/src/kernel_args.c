@@ -50,6 +50,10 @@ enum { ATTENTION_NONE, ATTENTION_FLASH, ATTENTION_MEMEFF_FWD, ATTENTION_MEMEFF_B
 #define UNSPLIT "kernel arguments: demangled signature not split, integer arguments not recorded"
 #define OUT_OF_RANGE "kernel arguments: parameter index beyond the signature, integer arguments not recorded"
 
+static int starts_with(const char *s, const char *prefix) {
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
 /* Size of a by-value integer parameter named `t` (length n), 0 when it is not one. */
 static int integer_size(const char *t, size_t n) {
     static const struct { const char *name; int size; } types[] = {
@@ -63,11 +67,10 @@ static int integer_size(const char *t, size_t n) {
 
 /* Which attention kernel the parameter list starting at `params` (after the opening parenthesis) is. */
 static int attention_kind(const char *params) {
-    if (strncmp(params, "pytorch_flash::Flash_fwd_params", 31) == 0 ||
-        strncmp(params, "pytorch_flash::Flash_bwd_params", 31) == 0)
+    if (starts_with(params, "pytorch_flash::Flash_fwd_params") || starts_with(params, "pytorch_flash::Flash_bwd_params"))
         return ATTENTION_FLASH;
-    if (strncmp(params, "PyTorchMemEffAttention::AttentionKernel<", 40) == 0) return ATTENTION_MEMEFF_FWD;
-    if (strncmp(params, "PyTorchMemEffAttention::AttentionBackwardKernel<", 48) == 0) return ATTENTION_MEMEFF_BWD;
+    if (starts_with(params, "PyTorchMemEffAttention::AttentionKernel<")) return ATTENTION_MEMEFF_FWD;
+    if (starts_with(params, "PyTorchMemEffAttention::AttentionBackwardKernel<")) return ATTENTION_MEMEFF_BWD;
     return ATTENTION_NONE;
 }
 
@@ -82,8 +85,7 @@ int maya_kernel_integer_params(const char *demangled, maya_func *f) {
     f->n_ints = 0;
     f->n_params = 0;
     f->attention = ATTENTION_NONE;
-    f->strided = demangled && strncmp(demangled, STRIDED_KERNEL, strlen(STRIDED_KERNEL)) == 0 &&
-                 strstr(demangled, STRIDED_CLOSURE) != NULL;
+    f->strided = demangled && starts_with(demangled, STRIDED_KERNEL) && strstr(demangled, STRIDED_CLOSURE) != NULL;
     size_t len = demangled ? strlen(demangled) : 0;
     if (len < 2 || demangled[len - 1] != ')') return 0;  /* not a function signature (C names, Triton) */
     /* The parameter list is the parenthesised group that ends the name. */
@@ -128,27 +130,23 @@ int maya_kernel_integer_params(const char *demangled, maya_func *f) {
     return n;
 }
 
-/* The strided kernel's layout words (see STRIDED_KERNEL) into out: dims, innermost size, output's and
- * first input's innermost byte stride; returns 4, or 0 when dims is out of range (not that closure). */
-static int strided_layout(const unsigned char *closure, uint64_t *out) {
-    int32_t dims;
-    uint32_t size0, stride_out, stride_in;
-    memcpy(&dims, closure, 4);
-    if (dims < 1 || dims > OFFSETS_MAX_DIMS) return 0;
-    memcpy(&size0, closure + 4, 4);
-    memcpy(&stride_out, closure + OFFSETS_STRIDES, 4);
-    memcpy(&stride_in, closure + OFFSETS_STRIDES + 4, 4);
-    out[0] = (uint64_t)dims;
-    out[1] = size0;
-    out[2] = stride_out;
-    out[3] = stride_in;
-    return 4;
-}
-
+/* The 4-byte word at `offset` of a by-value argument (unaligned). */
 static int32_t word32(const unsigned char *p, size_t offset) {
     int32_t v;
     memcpy(&v, p + offset, 4);
     return v;
+}
+
+/* The strided kernel's layout words (see STRIDED_KERNEL) into out: dims, innermost size, output's and
+ * first input's innermost byte stride; returns 4, or 0 when dims is out of range (not that closure). */
+static int strided_layout(const unsigned char *closure, uint64_t *out) {
+    int32_t dims = word32(closure, 0);
+    if (dims < 1 || dims > OFFSETS_MAX_DIMS) return 0;
+    out[0] = (uint64_t)dims;
+    out[1] = (uint32_t)word32(closure, 4);
+    out[2] = (uint32_t)word32(closure, OFFSETS_STRIDES);
+    out[3] = (uint32_t)word32(closure, OFFSETS_STRIDES + 4);
+    return 4;
 }
 
 /* The attention words (see ATTENTION_FLASH) of one launch's parameter struct into out; returns 6, or 0

@@ -91,6 +91,9 @@ static void test_registry(void) {
 }
 
 /* Integer parameters found in demangled signatures, read from a launch's args. */
+/* Writes a 4-byte word into a by-value argument's bytes (a parameter struct). */
+static void put32(unsigned char *p, size_t offset, int32_t v) { memcpy(p + offset, &v, 4); }
+
 static void test_kernel_integer_args(void) {
     maya_func f = {0};
     CHECK(maya_kernel_integer_params(
@@ -150,22 +153,21 @@ static void test_kernel_integer_args(void) {
     /* Attention kernels: six words from their parameter struct (batch, heads, query and key lengths,
      * head dimension, mask word: bit 0 causal, bit 2 a bias, value head dimension from bit 8). */
     unsigned char params[512];
-    int32_t v;
     void *attn[] = {params, &numel};
     CHECK(maya_kernel_integer_params(
               "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 64, 4, false, false, "
               "cutlass::bfloat16_t, Flash_kernel_traits<64, 128, 64, 4, cutlass::bfloat16_t> >, true, true, false, "
               "false, true, true, false>(pytorch_flash::Flash_fwd_params)", &f) == 0 && f.n_params == 1);
     memset(params, 0, sizeof params);
-    v = 5, memcpy(params + 96, &v, 4);    /* h */
-    v = 3, memcpy(params + 176, &v, 4);   /* b */
-    v = 200, memcpy(params + 180, &v, 4); /* seqlen_q */
-    v = 328, memcpy(params + 184, &v, 4); /* seqlen_k */
-    v = 64, memcpy(params + 192, &v, 4);  /* d */
-    v = 0, memcpy(params + 392, &v, 4);   /* window_size_right: causal */
+    put32(params, 96, 5);    /* h */
+    put32(params, 176, 3);   /* b */
+    put32(params, 180, 200); /* seqlen_q */
+    put32(params, 184, 328); /* seqlen_k */
+    put32(params, 192, 64);  /* d */
+    put32(params, 392, 0);   /* window_size_right: causal */
     CHECK(maya_kernel_integer_args(&f, attn, out) == 6);
     CHECK(out[0] == 3 && out[1] == 5 && out[2] == 200 && out[3] == 328 && out[4] == 64 && out[5] == (1 | 64 << 8));
-    v = -1, memcpy(params + 392, &v, 4);  /* not causal */
+    put32(params, 392, -1);  /* not causal */
     CHECK(maya_kernel_integer_args(&f, attn, out) == 6 && out[5] == 64 << 8);
     /* The flash backward's dQ conversion takes the struct and an int: the struct's words. */
     CHECK(maya_kernel_integer_params(
@@ -180,13 +182,13 @@ static void test_kernel_integer_args(void) {
     memset(params, 0, sizeof params);
     void *bias_ptr = params;
     memcpy(params + 24, &bias_ptr, 8);    /* attn_bias_ptr */
-    v = 64, memcpy(params + 96, &v, 4);   /* head_dim */
-    v = 32, memcpy(params + 100, &v, 4);  /* head_dim_value */
-    v = 200, memcpy(params + 104, &v, 4); /* num_queries */
-    v = 328, memcpy(params + 108, &v, 4); /* num_keys */
+    put32(params, 96, 64);   /* head_dim */
+    put32(params, 100, 32);  /* head_dim_value */
+    put32(params, 104, 200); /* num_queries */
+    put32(params, 108, 328); /* num_keys */
     params[116] = 2;                      /* custom_mask_type: causal from the bottom right */
-    v = 3, memcpy(params + 192, &v, 4);   /* num_batches */
-    v = 5, memcpy(params + 196, &v, 4);   /* num_heads */
+    put32(params, 192, 3);   /* num_batches */
+    put32(params, 196, 5);   /* num_heads */
     CHECK(maya_kernel_integer_args(&f, attn, out) == 6);
     CHECK(out[0] == 3 && out[1] == 5 && out[2] == 200 && out[3] == 328 && out[4] == 64 && out[5] == (1 | 4 | 32 << 8));
 
@@ -194,11 +196,11 @@ static void test_kernel_integer_args(void) {
               "fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<"
               "cutlass::arch::Sm80, cutlass::bfloat16_t, true, false, true, 64, 64, 64, false>::Params)", &f) == 0);
     memset(params, 0, sizeof params);
-    v = 64, memcpy(params + 144, &v, 4);  /* head_dim */
-    v = 64, memcpy(params + 148, &v, 4);  /* head_dim_value */
-    v = 200, memcpy(params + 152, &v, 4); /* num_queries */
-    v = 328, memcpy(params + 156, &v, 4); /* num_keys */
-    v = 5, memcpy(params + 160, &v, 4);   /* num_heads */
+    put32(params, 144, 64);  /* head_dim */
+    put32(params, 148, 64);  /* head_dim_value */
+    put32(params, 152, 200); /* num_queries */
+    put32(params, 156, 328); /* num_keys */
+    put32(params, 160, 5);   /* num_heads */
     CHECK(maya_kernel_integer_args(&f, attn, out) == 6);
     CHECK(out[0] == 0 && out[1] == 5 && out[2] == 200 && out[3] == 328 && out[4] == 64 && out[5] == 64 << 8);
     /* A kernel that merely takes a Params struct is no attention kernel. */

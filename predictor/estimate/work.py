@@ -197,7 +197,7 @@ def kernel_sdpa(op: Op) -> R.Sdpa | None:
 
 
 # The attention kernels that only pass over a row per query (flash's split combine, its backward's
-# dO.O and dQ conversion), and the element type's math.
+# dO.O and dQ conversion): memory-bound, not the attention's FLOPs.
 _ATTENTION_PASSES = ("flash_fwd_splitkv_combine", "flash_bwd_dot_do_o", "flash_bwd_convert_dq")
 
 
