@@ -9,7 +9,8 @@ from benchmarks.step_truth import measured, with_steps
 
 STEPS = 3  # the examples: step 0 warms up, steps 1-2 are steady
 
-_SWEEPS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid", "attention-mask")
+_SWEEPS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid", "attention-mask",
+           "conv-modern")
 _EXAMPLES = {
     "gpt": ["examples/gpt.py"],
     "cnn": ["examples/cnn.py"],

@@ -38,7 +38,8 @@ from maya.predictor.trace import Kind, read_trace
 from maya.predictor.trace.ops import Op, device_ops
 
 SWEEP = REPO / "benchmarks" / "campaigns" / "profiling" / "sweep.py"
-PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid", "attention-mask")
+PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid", "attention-mask",
+         "conv-modern")
 CALLS = 4  # warm-up + the default 3 repeats
 
 
@@ -174,9 +175,17 @@ def _check_attention_mask(ops: list[Op]) -> None:
     assert fmha and {op.params[1:] for op in fmha} == {(2, 96, 96, 64, 4 | 64 << 8)}  # heads .. mask word
 
 
+def _check_conv_modern(ops: list[Op]) -> None:
+    convs = {op.params[:11] for op in ops if op.kind == Kind.DNN}
+    # (n, c, k, groups, 2 dims, height, filter, output, padding, stride, ...): a 7x7 depthwise convolution and an
+    # unpadded 4x4 stride-4 patchify stem.
+    assert convs == {(2, 32, 32, 32, 2, 14, 7, 14, 3, 1, 1), (2, 3, 32, 1, 2, 32, 4, 8, 0, 4, 1)}
+    assert any("layer_norm_kernel" in n for n in _kernel_names(ops))
+
+
 CHECKS = {"gemm-grid": _check_gemm_grid, "attention-grid": _check_attention_grid, "gemm": _check_gemm,
           "attention": _check_attention, "dnn": _check_dnn, "memory": _check_memory, "copy": _check_copy,
-          "attention-mask": _check_attention_mask}
+          "attention-mask": _check_attention_mask, "conv-modern": _check_conv_modern}
 
 
 @pytest.mark.emulation

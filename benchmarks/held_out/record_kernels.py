@@ -8,7 +8,8 @@ Each ``maya record`` of a held-out workload under
 an emulation of the same command: rank 0's operations are aligned, and the
 estimators of the recorded GPU time each emulated operation that has a
 recorded counterpart.  Prints, per record, the recorded device busy time of
-those operations, the estimate and their difference, then the kernels whose
+the steps' operations (warm-up's one-off work left out, :func:`compare`), the
+estimate and their difference, then the kernels whose
 estimates are furthest off in time; saves
 ``benchmarks/results/held_out_kernels.json``.  No host, overlap or
 communication: the device work alone, summed over every recorded step.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -39,6 +41,7 @@ from benchmarks.held_out.truth import DATA, ROOT
 from maya.predictor import estimate as estimators
 from maya.predictor.estimate.profiles import join
 from maya.predictor.trace import Kind, read_trace
+from maya.predictor.trace.ops import Op
 
 RECORDS = DATA / "records"
 RESULTS = ROOT / "benchmarks" / "results" / "held_out_kernels.json"
@@ -50,20 +53,28 @@ def _steps(command: list[str]) -> int:
     return int(command[command.index("--steps") + 1])
 
 
-def compare(recorded: Path, emulated: Path, gpu: str) -> dict[str, object]:
-    """Recorded busy time against the estimate over the aligned operations, and the worst kernels."""
+def compare(recorded: Path, emulated: Path, gpu: str, steps: int) -> dict[str, object]:
+    """Recorded busy time against the estimate over the aligned operations of the steps, and the worst kernels.
+
+    A step's operations are those of a signature that ran at least once per timed step (``steps``): the
+    warm-up's one-off work (cuDNN's autotuning runs every candidate algorithm of a convolution once) is
+    left out.  Each signature counts its median recorded time, times its launches."""
     j = join(read_trace(emulated / "rank0.mayatrace"), read_trace(recorded / "rank0.mayatrace"))
-    samples = [s for s in j.samples if s[0].kind != Kind.COLL]
-    est = estimators.load(gpu).estimate_many([op for op, _, _ in samples])
+    by_signature: dict[object, tuple[Op, list[int]]] = {}
+    for op, _, busy in j.samples:
+        if op.kind != Kind.COLL:
+            by_signature.setdefault(op.signature(), (op, []))[1].append(busy)
+    repeated = [(op, busys) for op, busys in by_signature.values() if len(busys) >= steps]
+    est = estimators.load(gpu).estimate_many([op for op, _ in repeated])
     by_kernel: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
-    for (op, _, busy), e in zip(samples, est, strict=True):
+    for (op, busys), e in zip(repeated, est, strict=True):
         k = by_kernel[op.label()[:120]]
-        k[0] += busy
-        k[1] += e.ns
-        k[2] += 1
+        k[0] += statistics.median(busys) * len(busys)
+        k[1] += e.ns * len(busys)
+        k[2] += len(busys)
     measured_ns, estimated_ns = sum(v[0] for v in by_kernel.values()), sum(v[1] for v in by_kernel.values())
     worst = sorted(by_kernel.items(), key=lambda kv: -abs(kv[1][1] - kv[1][0]))[:WORST]
-    return {"operations": len(samples), "recorded_unmatched": j.unmatched,
+    return {"operations": int(sum(v[2] for v in by_kernel.values())), "recorded_unmatched": j.unmatched,
             "measured_ms": round(measured_ns / 1e6, 3), "estimated_ms": round(estimated_ns / 1e6, 3),
             "error": round(estimated_ns / measured_ns - 1, 4) if measured_ns else None,
             "worst": [{"kernel": name, "launches": int(n), "measured_ms": round(m / 1e6, 3),
@@ -87,7 +98,7 @@ def main() -> int:
             if run["exit_code"] != 0:
                 print(f"{machine.name}/{w.name}: emulation failed: {run['stderr_tail'][-300:]}")
                 continue
-            r = {"record": f"{machine.name}/{w.name}", "gpu": info["gpu"], **compare(recorded, emulated, info["gpu"])}
+            r = {"record": f"{machine.name}/{w.name}", "gpu": info["gpu"], **compare(recorded, emulated, info["gpu"], steps)}
             rows.append(r)
             print(f"{r['record']:45} {r['operations']:6} operations  recorded {r['measured_ms']:8.1f} ms  "
                   f"estimated {r['estimated_ms']:8.1f} ms  {100 * (r['error'] or 0):+6.1f}%", flush=True)

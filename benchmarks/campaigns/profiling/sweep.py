@@ -44,7 +44,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid", "attention-mask")
+PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid", "attention-mask",
+         "conv-modern")
 GiB = 1 << 30
 
 # Cost model of an H100 SXM, used only to plan (what fits the budget) and to
@@ -519,9 +520,10 @@ CONV_VARIANTS = 3000  # seeded layers of other widths and resolutions, so that e
 DEPTHWISE_SHARE = 0.25
 
 
-def _scaled_layer(rng: random.Random) -> tuple[str, int, int, int, int, int, int, bool]:
-    """A layer of CONV_LAYERS with its channels (multiples of 8) and input size scaled by seeded factors."""
-    name, c, k, r, stride, hw, groups, bias = rng.choice(CONV_LAYERS)
+def _scaled_layer(rng: random.Random, layers: tuple[tuple[str, int, int, int, int, int, int, bool], ...] = CONV_LAYERS
+                  ) -> tuple[str, int, int, int, int, int, int, bool]:
+    """A layer of ``layers`` with its channels (multiples of 8) and input size scaled by seeded factors."""
+    name, c, k, r, stride, hw, groups, bias = rng.choice(layers)
     width, resolution = rng.choice((0.5, 0.75, 1.25, 1.5, 2.0)), rng.choice((0.5, 0.75, 0.875, 1.25, 1.5))
     k = max(8, round(k * width / 8) * 8)
     c = k if groups > 1 else c if c == 3 else max(8, round(c * width / 8) * 8)
@@ -534,9 +536,10 @@ def _layout(t: torch.Tensor, channels_last: bool) -> torch.Tensor:
 
 def conv_op(name: str, n: int, c: int, k: int, r: int, stride: int, hw: int, groups: int, bias: bool, dtype: str,
             channels_last: bool) -> Op:
-    """``F.conv2d`` forward, then the input and weight gradients (no input gradient for an RGB image)."""
-    pad = r // 2
-    out = (hw + 2 * pad - r) // stride + 1
+    """``F.conv2d`` forward, then the input and weight gradients (no input gradient for an RGB image).  Padded
+    to keep the size, except a patchifying convolution (stride as wide as the filter), which has none."""
+    pad = 0 if stride == r > 1 else r // 2
+    out = _conv_out(hw, r, stride)
     size = ITEMSIZE[dtype]
     x_n, y_n, w_n = n * c * hw * hw, n * k * out * out, k * (c // groups) * r * r
     input_grad = c != 3
@@ -565,6 +568,12 @@ def conv_op(name: str, n: int, c: int, k: int, r: int, stride: int, hw: int, gro
     host = host_s(15, 4, plan)
     family = "dnn conv depthwise" if groups > 1 else "dnn conv"
     return Op(family, label, seconds, (2 * x_n + 3 * y_n + 3 * w_n) * size + (64 << 20), setup, host)
+
+
+def _conv_out(hw: int, r: int, stride: int) -> int:
+    """conv_op's output size."""
+    pad = 0 if stride == r > 1 else r // 2
+    return (hw + 2 * pad - r) // stride + 1
 
 
 def batchnorm_op(n: int, c: int, hw: int, dtype: str, channels_last: bool) -> Op:
@@ -608,12 +617,55 @@ def dnn_plan(size: str) -> list[Op]:
     norms: dict[tuple[int, int, int, str, bool], None] = {}
     for (name, c, k, r, stride, hw, groups, bias), n, dtype, channels_last in convs:
         ops.append(conv_op(name, n, c, k, r, stride, hw, groups, bias, dtype, channels_last))
-        norms[(n, k, (hw + 2 * (r // 2) - r) // stride + 1, dtype, channels_last)] = None
+        norms[(n, k, _conv_out(hw, r, stride), dtype, channels_last)] = None
     ops += [batchnorm_op(n, c, hw, dtype, cl) for n, c, hw, dtype, cl in norms]
     rng.shuffle(ops)  # what the budget leaves out is spread over every shape and type
     # Depthwise convolutions cost about a second of host time each: a fixed share keeps them from crowding out the rest.
     depthwise = within_budget((op for op in ops if op.family == "dnn conv depthwise"), share=DEPTHWISE_SHARE)
     return within_budget([*depthwise, *(op for op in ops if op.family != "dnn conv depthwise")])
+
+
+# Layers of recent convolutional and vision-transformer nets that the classic ones above lack, at 224x224
+# input: ConvNeXt-T's 4x4 stride-4 stem, 7x7 depthwise convolutions and 2x2 stride-2 downsampling,
+# EfficientNet-B0's 5x5 depthwise convolutions, ViT-B/16's patch embedding.  Each comes with the LayerNorm
+# over channels that ConvNeXt puts after it (rows: pixels, columns: channels).
+MODERN_LAYERS: tuple[tuple[str, int, int, int, int, int, int, bool], ...] = (
+    ("convnext stem", 3, 96, 4, 4, 224, 1, True),
+    ("convnext dw 96", 96, 96, 7, 1, 56, 96, True),
+    ("convnext down 96", 96, 192, 2, 2, 56, 1, True),
+    ("convnext dw 192", 192, 192, 7, 1, 28, 192, True),
+    ("convnext down 192", 192, 384, 2, 2, 28, 1, True),
+    ("convnext dw 384", 384, 384, 7, 1, 14, 384, True),
+    ("convnext down 384", 384, 768, 2, 2, 14, 1, True),
+    ("convnext dw 768", 768, 768, 7, 1, 7, 768, True),
+    ("efficientnet dw5 144 s2", 144, 144, 5, 2, 56, 144, False),
+    ("efficientnet dw5 240", 240, 240, 5, 1, 28, 240, False),
+    ("efficientnet dw5 480", 480, 480, 5, 1, 14, 480, False),
+    ("efficientnet dw5 672 s2", 672, 672, 5, 2, 14, 672, False),
+    ("efficientnet dw5 1152", 1152, 1152, 5, 1, 7, 1152, False),
+    ("vit patch 16", 3, 768, 16, 16, 224, 1, True),
+)
+MODERN_BATCHES = (8, 16, 32, 64, 128, 256)
+
+
+def conv_modern_plan(size: str) -> list[Op]:
+    if size == "tiny":
+        return [conv_op("tiny dw 7x7", 2, 32, 32, 7, 1, 14, 32, True, "bf16", True),
+                conv_op("tiny patch 4", 2, 3, 32, 4, 4, 32, 1, True, "fp16", True),
+                layer_norm_op(2 * 8 * 8, 32, "fp32")]
+    rng = random.Random(9)
+    layers = [*MODERN_LAYERS, *(_scaled_layer(rng, MODERN_LAYERS) for _ in range(len(MODERN_LAYERS) * 4))]
+    convs = [(layer, n, dtype, channels_last) for layer in layers for n in MODERN_BATCHES for dtype in DNN_DTYPES
+             for channels_last in (True, False)]
+    rng.shuffle(convs)
+    ops = [conv_op(name, n, c, k, r, stride, hw, groups, bias, dtype, channels_last)
+           for (name, c, k, r, stride, hw, groups, bias), n, dtype, channels_last in convs]
+    norms = [layer_norm_op(n * _conv_out(hw, r, stride) ** 2, k, dtype)
+             for (_, _, k, r, stride, hw, _, _), n, dtype, _ in convs[:len(convs) // 4]]
+    # Depthwise convolutions are the layers the dnn part has fewest of, and cost a second of host time each:
+    # they get three quarters of the budget.
+    depthwise = within_budget((op for op in ops if op.family == "dnn conv depthwise"), share=0.75)
+    return within_budget([*depthwise, *norms, *(op for op in ops if op.family != "dnn conv depthwise")])
 
 
 # ---------------------------------------------------------------- memory
@@ -764,23 +816,32 @@ def _rowwise(name: str) -> Callable[[int, str, random.Random], Op]:
 
     def make(numel: int, dtype: str, rng: random.Random) -> Op:
         rows, cols = _rows_cols(rng, numel, 16 if name.endswith("softmax") else 64)  # norms: hidden sizes >= 64
-        size = ITEMSIZE[dtype]
-
-        def setup() -> Call:
-            x, grad_out = randn(rows, cols, dtype=dtype, grad=True), randn(rows, cols, dtype=dtype)
-            w, b = randn(cols, dtype=dtype, grad=True), randn(cols, dtype=dtype, grad=True)
-            forward: dict[str, tuple[Callable[[], torch.Tensor], tuple[torch.Tensor, ...]]] = {
-                "softmax": (lambda: F.softmax(x, -1), (x,)),
-                "log_softmax": (lambda: F.log_softmax(x, -1), (x,)),
-                "layer_norm": (lambda: F.layer_norm(x, (cols,), w, b), (x, w, b)),
-                "rms_norm": (lambda: F.rms_norm(x, (cols,), w), (x, w)),
-            }
-            fn, inputs = forward[name]
-            return lambda: torch.autograd.grad(fn(), inputs, grad_out)
-
-        return _op(name, f"{dtype} {rows}x{cols}", 6 * numel * size, 5 * numel * size, 4, setup)
+        return rowwise_op(name, rows, cols, dtype)
 
     return make
+
+
+def layer_norm_op(rows: int, cols: int, dtype: str) -> Op:
+    return rowwise_op("layer_norm", rows, cols, dtype)
+
+
+def rowwise_op(name: str, rows: int, cols: int, dtype: str) -> Op:
+    """``name`` over the last dimension of a rows x cols tensor, forward and backward."""
+    numel, size = rows * cols, ITEMSIZE[dtype]
+
+    def setup() -> Call:
+        x, grad_out = randn(rows, cols, dtype=dtype, grad=True), randn(rows, cols, dtype=dtype)
+        w, b = randn(cols, dtype=dtype, grad=True), randn(cols, dtype=dtype, grad=True)
+        forward: dict[str, tuple[Callable[[], torch.Tensor], tuple[torch.Tensor, ...]]] = {
+            "softmax": (lambda: F.softmax(x, -1), (x,)),
+            "log_softmax": (lambda: F.log_softmax(x, -1), (x,)),
+            "layer_norm": (lambda: F.layer_norm(x, (cols,), w, b), (x, w, b)),
+            "rms_norm": (lambda: F.rms_norm(x, (cols,), w), (x, w)),
+        }
+        fn, inputs = forward[name]
+        return lambda: torch.autograd.grad(fn(), inputs, grad_out)
+
+    return _op(name, f"{dtype} {rows}x{cols}", 6 * numel * size, 5 * numel * size, 4, setup)
 
 
 def _cross_entropy(numel: int, dtype: str, rng: random.Random) -> Op:
@@ -997,6 +1058,7 @@ PLANS: dict[str, Callable[[str], list[Op]]] = {
     "gemm-grid": gemm_grid_plan,
     "attention-grid": attention_grid_plan,
     "attention-mask": attention_mask_plan,
+    "conv-modern": conv_modern_plan,
 }
 
 
