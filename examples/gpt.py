@@ -1,8 +1,8 @@
 """GPT-style decoder training (GPT-2 small shapes by default).
 
-Causal `scaled_dot_product_attention`, bf16 autocast, fused AdamW,
-cross-entropy loss, tied input/output embeddings, random tokens made on the
-GPU.  Prints one JSON line at the end (see common.py).
+Causal `scaled_dot_product_attention`, bf16 autocast, fused AdamW (or its
+per-tensor-list `--optimizer foreach`), cross-entropy loss, tied input/output
+embeddings, random tokens made on the GPU, optional gradient clipping.  Prints one JSON line at the end (see common.py).
 
     python examples/gpt.py --steps 4 --profile-step 2
 """
@@ -66,6 +66,9 @@ def add_model_args(p: argparse.ArgumentParser, n_layer=12, n_head=12, n_embd=768
     p.add_argument("--seq-len", type=int, default=seq_len)
     p.add_argument("--batch", type=int, default=batch)
     p.add_argument("--lr", type=float, default=6e-4)
+    p.add_argument("--optimizer", choices=["fused", "foreach"], default="fused", help="AdamW implementation")
+    p.add_argument("--clip-grad", type=float, default=0.0, metavar="NORM",
+                   help="clip the gradients' total norm to NORM every step (default: no clipping)")
 
 
 def main() -> None:
@@ -77,7 +80,8 @@ def main() -> None:
     dev = torch.device("cuda")
     with dev:
         model = GPT(args.vocab, args.seq_len, args.n_layer, args.n_head, args.n_embd)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1, fused=True)
+    fused = args.optimizer == "fused"
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1, fused=fused, foreach=not fused)
 
     def step(i: int) -> None:
         data = torch.randint(0, args.vocab, (args.batch, args.seq_len + 1), device=dev)
@@ -86,6 +90,8 @@ def main() -> None:
             logits = model(x)
             loss = F.cross_entropy(logits.view(-1, args.vocab), y.reshape(-1))
         loss.backward()
+        if args.clip_grad:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad)
         opt.step()
         opt.zero_grad(set_to_none=True)
 

@@ -38,7 +38,7 @@ SMALL = {
 }
 
 
-def emulate(name: str, out: Path, steps: int = 2) -> subprocess.CompletedProcess[str]:
+def emulate(name: str, out: Path, steps: int = 2, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     if not LIBRARY.is_file():
         pytest.skip("interposer not built; run 'make'")
     script = str(ROOT / "examples" / f"{name}.py")
@@ -46,7 +46,7 @@ def emulate(name: str, out: Path, steps: int = 2) -> subprocess.CompletedProcess
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", script]
     else:
         command = [sys.executable, script]
-    command += [*SMALL[name], "--steps", str(steps)]
+    command += [*SMALL[name], *extra, "--steps", str(steps)]
     cli = [sys.executable, "-m", "maya.cli", "emulate", "--gpu", "H100-SXM-80GB", "--out", str(out), "--", *command]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.run(cli, capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
@@ -122,3 +122,22 @@ def test_emulation_is_deterministic(tmp_path: Path, gpt: tuple[subprocess.Comple
     mismatch = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
     assert mismatch is None and len(a) == len(b), f"first difference at {mismatch}: {a[mismatch] if mismatch is not None else ''}"
     assert np.array_equal(np.array([k[0] for k in a]), np.array([k[0] for k in b]))
+
+
+def kernel_names(path: Path) -> list[str]:
+    trace = read_trace(path)
+    names = {int(trace.records["a"][i][0]): trace.string(int(trace.records["a"][i][2])) for i in trace.of_kind(Kind.FUNC)}
+    return [names[int(trace.records["a"][i][0])] for i in trace.of_kind(Kind.KERNEL)]
+
+
+def test_gpt_foreach_optimizer_with_clipping(tmp_path: Path, gpt: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """The calibration's optimizer-heavy GPT sizes (``--optimizer foreach --clip-grad``) run AdamW as lists of
+    per-tensor kernels and clip the gradients' total norm every step; the default runs fused AdamW."""
+    proc = emulate("gpt", tmp_path / "out", extra=("--optimizer", "foreach", "--clip-grad", "1.0"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    args = result_line(proc.stdout)["args"]
+    assert (args["optimizer"], args["clip_grad"]) == ("foreach", 1.0)
+    foreach, fused = kernel_names(tmp_path / "out" / "rank0.mayatrace"), kernel_names(gpt[1] / "rank0.mayatrace")
+    assert any("FusedAdamMathFunctor" in n for n in fused) and not any("FusedAdamMathFunctor" in n for n in foreach)
+    assert sum("multi_tensor_apply_kernel" in n for n in foreach) > 3 * sum("multi_tensor_apply_kernel" in n for n in fused)
+    assert any("LpNormFunctor" in n for n in foreach) and not any("LpNormFunctor" in n for n in fused)  # the clipping

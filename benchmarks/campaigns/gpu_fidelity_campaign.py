@@ -68,6 +68,10 @@ SIZES = {
     "gpt-b4": ("examples/gpt.py", ["--batch", "4"], 1),
     "gpt-s512": ("examples/gpt.py", ["--seq-len", "512", "--batch", "8"], 1),
     "gpt-w512": ("examples/gpt.py", ["--n-layer", "8", "--n-embd", "512", "--n-head", "8"], 1),
+    # Long host-only stretches: AdamW's and clip_grad_norm_'s per-parameter Python (foreach AdamW, clipping).
+    "gpt-clip": ("examples/gpt.py", ["--optimizer", "foreach", "--clip-grad", "1.0"], 1),
+    "gpt-clip-l24": ("examples/gpt.py", ["--n-layer", "24", "--n-embd", "512", "--n-head", "8", "--seq-len", "512",
+                                         "--batch", "8", "--optimizer", "foreach", "--clip-grad", "1.0"], 1),
     "bert-b8": ("examples/bert.py", ["--batch", "8"], 1),
     "bert-s128": ("examples/bert.py", ["--seq-len", "128", "--batch", "32"], 1),
     "bert-w512": ("examples/bert.py", ["--hidden", "512", "--heads", "8", "--n-layer", "8"], 1),

@@ -2,7 +2,9 @@
 
     python3 -m benchmarks.campaigns.profile_campaign --out $OUT [--jobs smoke|sweeps|examples|all] [--budget-s 560]
 
-Builds the record-mode interposer on the machine, then runs each job under
+Builds the record-mode interposer on the machine (and installs this checkout
+without dependencies where ``maya.predictor`` does not import: its report
+reads the traces), then runs each job under
 ``maya record`` (the sweeps of benchmarks/campaigns/profiling/sweep.py, the example
 models at their default and held-out sizes) and packs the traces with their
 record.json into one .tar.xz per job under --out (split into parts past 4 MiB: archives.py).  Back on the CPU host,
@@ -14,6 +16,7 @@ into the profile tables the estimators are fitted on.  Standard library only
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -71,6 +74,11 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     log: list[dict] = []
     rc = sh(["make", "-s", "-C", "emulation-image", "build/libmaya_record.so", f"PYTHON={a.python}"], log, 300)
+    if rc == 0 and importlib.util.find_spec("maya.predictor") is None:
+        # The report reads the traces through maya.predictor, which only an install maps (pyproject's
+        # package-dir); the GPU machine's own Python, offline: no dependencies, no build isolation.
+        rc = sh([a.python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                 "--ignore-requires-python", "-e", "."], log, 300)
     if rc != 0:
         (a.out / "campaign.json").write_text(json.dumps({"log": log}, indent=1))
         return rc
