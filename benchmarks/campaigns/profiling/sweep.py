@@ -538,7 +538,7 @@ def conv_op(name: str, n: int, c: int, k: int, r: int, stride: int, hw: int, gro
             channels_last: bool) -> Op:
     """``F.conv2d`` forward, then the input and weight gradients (no input gradient for an RGB image).  Padded
     to keep the size, except a patchifying convolution (stride as wide as the filter), which has none."""
-    pad = 0 if stride == r > 1 else r // 2
+    pad = _conv_pad(r, stride)
     out = _conv_out(hw, r, stride)
     size = ITEMSIZE[dtype]
     x_n, y_n, w_n = n * c * hw * hw, n * k * out * out, k * (c // groups) * r * r
@@ -570,10 +570,14 @@ def conv_op(name: str, n: int, c: int, k: int, r: int, stride: int, hw: int, gro
     return Op(family, label, seconds, (2 * x_n + 3 * y_n + 3 * w_n) * size + (64 << 20), setup, host)
 
 
+def _conv_pad(r: int, stride: int) -> int:
+    """conv_op's padding: none for a patchifying convolution, else what keeps the size at stride 1."""
+    return 0 if stride == r > 1 else r // 2
+
+
 def _conv_out(hw: int, r: int, stride: int) -> int:
     """conv_op's output size."""
-    pad = 0 if stride == r > 1 else r // 2
-    return (hw + 2 * pad - r) // stride + 1
+    return (hw + 2 * _conv_pad(r, stride) - r) // stride + 1
 
 
 def batchnorm_op(n: int, c: int, hw: int, dtype: str, channels_last: bool) -> Op:
@@ -652,7 +656,7 @@ def conv_modern_plan(size: str) -> list[Op]:
     if size == "tiny":
         return [conv_op("tiny dw 7x7", 2, 32, 32, 7, 1, 14, 32, True, "bf16", True),
                 conv_op("tiny patch 4", 2, 3, 32, 4, 4, 32, 1, True, "fp16", True),
-                layer_norm_op(2 * 8 * 8, 32, "fp32")]
+                rowwise_op("layer_norm", 2 * 8 * 8, 32, "fp32")]
     rng = random.Random(9)
     layers = [*MODERN_LAYERS, *(_scaled_layer(rng, MODERN_LAYERS) for _ in range(len(MODERN_LAYERS) * 4))]
     convs = [(layer, n, dtype, channels_last) for layer in layers for n in MODERN_BATCHES for dtype in DNN_DTYPES
@@ -660,7 +664,7 @@ def conv_modern_plan(size: str) -> list[Op]:
     rng.shuffle(convs)
     ops = [conv_op(name, n, c, k, r, stride, hw, groups, bias, dtype, channels_last)
            for (name, c, k, r, stride, hw, groups, bias), n, dtype, channels_last in convs]
-    norms = [layer_norm_op(n * _conv_out(hw, r, stride) ** 2, k, dtype)
+    norms = [rowwise_op("layer_norm", n * _conv_out(hw, r, stride) ** 2, k, dtype)
              for (_, _, k, r, stride, hw, _, _), n, dtype, _ in convs[:len(convs) // 4]]
     # Depthwise convolutions are the layers the dnn part has fewest of, and cost a second of host time each:
     # they get three quarters of the budget.
@@ -819,10 +823,6 @@ def _rowwise(name: str) -> Callable[[int, str, random.Random], Op]:
         return rowwise_op(name, rows, cols, dtype)
 
     return make
-
-
-def layer_norm_op(rows: int, cols: int, dtype: str) -> Op:
-    return rowwise_op("layer_norm", rows, cols, dtype)
 
 
 def rowwise_op(name: str, rows: int, cols: int, dtype: str) -> Op:
