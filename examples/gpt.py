@@ -2,7 +2,8 @@
 
 Causal `scaled_dot_product_attention`, bf16 autocast, fused AdamW (or its
 per-tensor-list `--optimizer foreach`), cross-entropy loss, tied input/output
-embeddings, random tokens made on the GPU, optional gradient clipping.  Prints one JSON line at the end (see common.py).
+embeddings, random tokens made on the GPU, optional gradient clipping
+(`--clip-grad`).  Prints one JSON line at the end (see common.py).
 
     python examples/gpt.py --steps 4 --profile-step 2
 """
@@ -66,14 +67,15 @@ def add_model_args(p: argparse.ArgumentParser, n_layer=12, n_head=12, n_embd=768
     p.add_argument("--seq-len", type=int, default=seq_len)
     p.add_argument("--batch", type=int, default=batch)
     p.add_argument("--lr", type=float, default=6e-4)
-    p.add_argument("--optimizer", choices=["fused", "foreach"], default="fused", help="AdamW implementation")
-    p.add_argument("--clip-grad", type=float, default=0.0, metavar="NORM",
-                   help="clip the gradients' total norm to NORM every step (default: no clipping)")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_model_args(p)
+    # The training loop's own options (ddp.py shares the model's, not these).
+    p.add_argument("--optimizer", choices=["fused", "foreach"], default="fused", help="AdamW implementation")
+    p.add_argument("--clip-grad", type=float, default=0.0, metavar="NORM",
+                   help="clip the gradients' total norm to NORM every step (default: no clipping)")
     add_common_args(p)
     args = parse_args(p)
     torch.manual_seed(args.seed)

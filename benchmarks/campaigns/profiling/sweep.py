@@ -450,7 +450,8 @@ def attention_mask_plan(size: str) -> list[Op]:
 # ---------------------------------------------------------------- dnn
 
 # (name, C, K, filter, stride, input size, groups, bias) at 224x224 input.
-CONV_LAYERS: tuple[tuple[str, int, int, int, int, int, int, bool], ...] = (
+ConvLayer = tuple[str, int, int, int, int, int, int, bool]
+CONV_LAYERS: tuple[ConvLayer, ...] = (
     # ResNet-18/34 (basic blocks) and the shared stem
     ("resnet stem", 3, 64, 7, 2, 224, 1, False),
     ("resnet18 s1", 64, 64, 3, 1, 56, 1, False),
@@ -520,8 +521,7 @@ CONV_VARIANTS = 3000  # seeded layers of other widths and resolutions, so that e
 DEPTHWISE_SHARE = 0.25
 
 
-def _scaled_layer(rng: random.Random, layers: tuple[tuple[str, int, int, int, int, int, int, bool], ...] = CONV_LAYERS
-                  ) -> tuple[str, int, int, int, int, int, int, bool]:
+def _scaled_layer(rng: random.Random, layers: tuple[ConvLayer, ...] = CONV_LAYERS) -> ConvLayer:
     """A layer of ``layers`` with its channels (multiples of 8) and input size scaled by seeded factors."""
     name, c, k, r, stride, hw, groups, bias = rng.choice(layers)
     width, resolution = rng.choice((0.5, 0.75, 1.25, 1.5, 2.0)), rng.choice((0.5, 0.75, 0.875, 1.25, 1.5))
@@ -633,7 +633,7 @@ def dnn_plan(size: str) -> list[Op]:
 # input: ConvNeXt-T's 4x4 stride-4 stem, 7x7 depthwise convolutions and 2x2 stride-2 downsampling,
 # EfficientNet-B0's 5x5 depthwise convolutions, ViT-B/16's patch embedding.  Each comes with the LayerNorm
 # over channels that ConvNeXt puts after it (rows: pixels, columns: channels).
-MODERN_LAYERS: tuple[tuple[str, int, int, int, int, int, int, bool], ...] = (
+MODERN_LAYERS: tuple[ConvLayer, ...] = (
     ("convnext stem", 3, 96, 4, 4, 224, 1, True),
     ("convnext dw 96", 96, 96, 7, 1, 56, 96, True),
     ("convnext down 96", 96, 192, 2, 2, 56, 1, True),
