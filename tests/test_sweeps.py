@@ -18,6 +18,8 @@ Covers:
   backward, cat, dropout, loss, gather/scatter);
   copy: host-to-device and device-to-host copies, pinned and pageable, and
   device-to-device copies, of the swept sizes;
+  embedding: kernels only (EmbeddingBag's pooling and gradients, the sparse
+  gradient's gather, Adagrad);
 - every BLAS and DNN operation is issued four times (warm-up + 3 repeats) per call site;
 - two emulated runs of a part issue the same device operations in the same
   order (kind, name and every field but pointers and ids).
@@ -39,7 +41,7 @@ from maya.predictor.trace.ops import Op, device_ops
 
 SWEEP = REPO / "benchmarks" / "campaigns" / "profiling" / "sweep.py"
 PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid", "attention-mask",
-         "conv-modern")
+         "conv-modern", "embedding")
 CALLS = 4  # warm-up + the default 3 repeats
 
 
@@ -183,9 +185,21 @@ def _check_conv_modern(ops: list[Op]) -> None:
     assert any("layer_norm_kernel" in n for n in _kernel_names(ops))
 
 
+def _check_embedding(ops: list[Op]) -> None:
+    assert not [op for op in ops if op.kind in (Kind.BLAS, Kind.DNN)]
+    names = _kernel_names(ops)
+    # Pooling of each mode, the dense gradient's per-bag and scatter kernels, the per-sample weights' gradient,
+    # max pooling's gradient, the sparse gradient's gather, Adagrad's foreach kernels.
+    for marker in ("EmbeddingBag_updateOutputKernel_sum_mean", "EmbeddingBag_updateOutputKernel_max",
+                   "compute_grad_weight_bags", "sum_and_scatter", "per_sample_weights_backward",
+                   "EmbeddingBag_accGradParametersKernel_max", "vectorized_gather_kernel", "multi_tensor_apply"):
+        assert any(marker in n for n in names), marker
+
+
 CHECKS = {"gemm-grid": _check_gemm_grid, "attention-grid": _check_attention_grid, "gemm": _check_gemm,
           "attention": _check_attention, "dnn": _check_dnn, "memory": _check_memory, "copy": _check_copy,
-          "attention-mask": _check_attention_mask, "conv-modern": _check_conv_modern}
+          "attention-mask": _check_attention_mask, "conv-modern": _check_conv_modern,
+          "embedding": _check_embedding}
 
 
 @pytest.mark.emulation

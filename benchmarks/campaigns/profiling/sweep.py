@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid", "attention-mask",
-         "conv-modern")
+         "conv-modern", "embedding")
 GiB = 1 << 30
 
 # Cost model of an H100 SXM, used only to plan (what fits the budget) and to
@@ -1006,6 +1006,116 @@ def memory_plan(size: str) -> list[Op]:
     return within_budget(ops)
 
 
+# ---------------------------------------------------------------- embedding
+
+# The layers of recommenders: EmbeddingBag (sum, mean or max pooling; per-sample weights with sum), its dense
+# gradient (sort, per-bag gradient, scatter) or sparse one, single-id Embedding with a sparse gradient, and
+# Adagrad over large tables.  Ids are uniform: emulation cannot see an id's value, so the profile holds the case
+# a user's ids are spread (power-law ids repeat rows, and the dense gradient's time follows how often).
+EMBEDDING_MODES = ("sum", "mean", "max")
+EMBEDDING_MODE_WEIGHTS = (55, 30, 15)
+EMBEDDING_DTYPES = ("fp32", "bf16", "fp16")
+EMBEDDING_DTYPE_WEIGHTS = (60, 20, 20)
+EMBEDDING_POOLING = (1, 2, 4, 8, 16, 20, 32, 50, 100)
+MAX_IDS = 1 << 22
+
+
+def embedding_bag_op(rows: int, dim: int, batch: int, pooling: int, mode: str, dtype: str, *,
+                     weighted: bool = False, sparse: bool = False, offsets: bool = True) -> Op:
+    """One EmbeddingBag forward and the gradient of its table (and of the per-sample weights), from ids given
+    flat with bag offsets or as a batch x pooling matrix."""
+    size = ITEMSIZE[dtype]
+    ids = batch * pooling
+
+    def setup() -> Call:
+        weight = randn(rows, dim, dtype=dtype, grad=True)
+        idx = torch.randint(0, rows, (ids,), device="cuda")
+        starts = torch.arange(0, ids, pooling, device="cuda") if offsets else None
+        psw = randn(*((ids,) if offsets else (batch, pooling)), dtype=dtype, grad=True) if weighted else None
+        grad_out = randn(batch, dim, dtype=dtype)
+        inputs = (weight,) if psw is None else (weight, psw)
+
+        def call() -> object:
+            out = F.embedding_bag(idx if offsets else idx.view(batch, pooling), weight, starts, mode=mode,
+                                  per_sample_weights=psw, sparse=sparse)
+            return torch.autograd.grad(out, inputs, grad_out)
+
+        return call
+
+    gathered = 3 * ids * dim * size + 24 * ids
+    moved = gathered if sparse else gathered + rows * dim * size  # a dense gradient is the whole table, zeroed
+    held = rows * dim * size * (1 if sparse else 2) + gathered
+    detail = (f"{mode} {dtype} {rows}x{dim} batch={batch} pooling={pooling}"
+              f"{' weighted' if weighted else ''}{' sparse' if sparse else ''}{'' if offsets else ' 2d'}")
+    return Op("embedding bag", f"embedding_bag {detail}", memory_s(moved, kernels=12), int(held), setup,
+              host_s(6, 6))
+
+
+def sparse_embedding_op(rows: int, dim: int, ids: int, dtype: str) -> Op:
+    """Embedding of single ids with a sparse gradient (the table's rows the batch touched)."""
+    size = ITEMSIZE[dtype]
+
+    def setup() -> Call:
+        weight = randn(rows, dim, dtype=dtype, grad=True)
+        idx = torch.randint(0, rows, (ids,), device="cuda")
+        grad_out = randn(ids, dim, dtype=dtype)
+        return lambda: torch.autograd.grad(F.embedding(idx, weight, sparse=True), (weight,), grad_out)
+
+    moved = 3 * ids * dim * size + 16 * ids
+    return Op("embedding sparse", f"embedding sparse {dtype} {rows}x{dim} ids={ids}", memory_s(moved, kernels=6),
+              rows * dim * size + moved, setup, host_s(4, 4))
+
+
+def adagrad_op(total_bytes: int, dtype: str, rng: random.Random) -> Op:
+    """Adagrad's foreach step over a parameter list with gradients (a recommender's tables and MLPs)."""
+    counts = _tensor_list(rng, total_bytes, dtype)
+    total = sum(counts) * ITEMSIZE[dtype]
+
+    def setup() -> Call:
+        params = [torch.nn.Parameter(randn(c, dtype=dtype)) for c in counts]
+        for p in params:
+            p.grad = randn(p.numel(), dtype=dtype)
+        opt = torch.optim.Adagrad(params, lr=0.01, foreach=True)
+        return lambda: opt.step()
+
+    return _op("adagrad_foreach", f"{dtype} tensors={len(counts)} bytes={total}", 6 * total, 3 * total,
+               4 + len(counts) // 16, setup, 2 * len(counts))
+
+
+def _embedding_bag(rng: random.Random) -> Op:
+    mode = rng.choices(EMBEDDING_MODES, EMBEDDING_MODE_WEIGHTS)[0]
+    weighted = mode == "sum" and rng.random() < 0.2
+    dtype = rng.choices(EMBEDDING_DTYPES, EMBEDDING_DTYPE_WEIGHTS)[0]
+    if dtype == "bf16" and (mode == "max" or weighted):  # these gradients have no bf16 kernel
+        dtype = "fp16"
+    dim = rng.choice((16, 32, 64, 128, 256, 512)) if rng.random() < 0.7 else log_uniform(rng, 8, 1024, 8)
+    pooling = rng.choice(EMBEDDING_POOLING)
+    batch = min(log_uniform(rng, 64, 65536), max(1, MAX_IDS // pooling))
+    rows = log_uniform(rng, 1000, 4_000_000)
+    return embedding_bag_op(rows, dim, batch, pooling, mode, dtype, weighted=weighted,
+                            sparse=mode != "max" and rng.random() < 0.3, offsets=rng.random() < 0.7)
+
+
+def embedding_plan(size: str) -> list[Op]:
+    rng = random.Random(10)
+    if size == "tiny":
+        return [embedding_bag_op(1000, 32, 16, 4, "sum", "fp32"),
+                embedding_bag_op(1000, 32, 16, 4, "sum", "fp32", weighted=True, offsets=False),
+                embedding_bag_op(500, 16, 8, 3, "mean", "bf16", sparse=True),
+                embedding_bag_op(500, 16, 8, 3, "max", "fp32"),
+                sparse_embedding_op(700, 24, 64, "fp32"),
+                adagrad_op(1 << 16, "fp32", rng)]
+    bags = [_embedding_bag(rng) for _ in range(3000)]
+    singles = [sparse_embedding_op(log_uniform(rng, 1000, 4_000_000), rng.choice((1, 16, 32, 64, 128, 256)),
+                                   log_uniform(rng, 64, 1 << 20), rng.choices(EMBEDDING_DTYPES,
+                                                                              EMBEDDING_DTYPE_WEIGHTS)[0])
+               for _ in range(400)]
+    adagrad = [adagrad_op(nbytes, dtype, rng) for dtype in EMBEDDING_DTYPES for nbytes in _sizes(rng, 4096, GiB, 10)]
+    ops = [*bags, *singles, *adagrad]
+    rng.shuffle(ops)
+    return within_budget(ops)
+
+
 # ---------------------------------------------------------------- copy
 
 COPY_KINDS = ("h2d_pageable", "h2d_pinned", "d2h_pageable", "d2h_pinned", "d2d")
@@ -1059,6 +1169,7 @@ PLANS: dict[str, Callable[[str], list[Op]]] = {
     "attention-grid": attention_grid_plan,
     "attention-mask": attention_mask_plan,
     "conv-modern": conv_modern_plan,
+    "embedding": embedding_plan,
 }
 
 
