@@ -201,6 +201,26 @@ def test_kernel_names_decode() -> None:
     assert W.family(kernel_op(FILL_F32, 10)) == "memory"
 
 
+FOREACH_SQRT = ("_ZN2at6native50_GLOBAL__N__b6ca21f8_17_ForeachUnaryOp_cu_77fe623d25multi_tensor_apply_kernelINS1_18"
+                "TensorListMetadataILi2EEENS1_14UnaryOpFunctorIfLi2ELi1ELi1EEEJNS0_4SqrtIfEEEEEvT_T0_DpT1_")
+FOREACH_ADD_SCALAR = ("_ZN2at6native57_GLOBAL__N__e658eeb9_24_ForeachBinaryOpScalar_cu_86b9896c25multi_tensor_apply_"
+                      "kernelINS1_18TensorListMetadataILi1EEENS1_21BinaryOpScalarFunctorIfLi1ELi1ELi0EEEJSt4plusIfEfEEEvT_"
+                      "T0_DpT1_")
+FOREACH_ADDCMUL = ("_ZN2at6native54_GLOBAL__N__f8a10d72_21_ForeachPointwiseOp_cu_ef478fac25multi_tensor_apply_kernelINS1"
+                   "_18TensorListMetadataILi3EEENS1_24PointwiseOpScalarFunctorIfLi3ELi3ELi0EEEJSt10multipliesIfEfEEEvT_"
+                   "T0_DpT1_")
+
+
+def test_multi_tensor_bytes_follow_the_lists_read_and_written() -> None:
+    """A foreach kernel moves each chunk of every list it reads and of the one it writes: _foreach_sqrt reads
+    one list of its two, add_ and addcmul_ write in place, a fused Adam reads four lists and writes three."""
+    chunk = 65536 * 4  # one block's fp32 chunk (ADAM is double: 8 bytes an element)
+    moved = {name: W.kernel_work(kernel_op(name, 10)).bytes / (10 * chunk)
+             for name in (FOREACH_SQRT, FOREACH_ADD_SCALAR, FOREACH_ADDCMUL)}
+    assert moved == {FOREACH_SQRT: 2.0, FOREACH_ADD_SCALAR: 2.0, FOREACH_ADDCMUL: 4.0}
+    assert W.kernel_work(kernel_op(ADAM, 10)).bytes == 10 * 65536 * 8 * 7
+
+
 STRIDED_COPY = ("_ZN2at6native18elementwise_kernelILi128ELi4EZNS0_22gpu_kernel_impl_nocastIZZZNS0_23direct_copy_kernel_"
                 "cudaERNS_18TensorIteratorBaseEENKUlvE1_clEvENKUlvE10_clEvEUlN3c108BFloat16EE_EEvS4_RKT_EUliE_EEviT1_")
 

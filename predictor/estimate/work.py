@@ -289,6 +289,20 @@ _ELEMS_PER_THREAD = {"vectorized_elementwise": 8, "unrolled_elementwise": 4, "el
 _MULTI_TENSOR_CHUNK = 65536  # elements per block of torch's multi_tensor_apply
 
 
+def _multi_tensor_lists(name: str, ints: tuple[int, ...], depth: int) -> int:
+    """Tensor lists a multi_tensor_apply kernel reads plus those it writes.
+
+    torch's foreach functors are ``Functor<T, depth, r_args_depth, res_arg_index>``: they read
+    ``r_args_depth`` lists and write one (in place, into the first, or into the last when out of place:
+    ``_foreach_sqrt`` reads one list of its two).  A fused optimizer reads all ``depth`` lists and writes
+    all but the gradients."""
+    if "Fused" in name:
+        return 2 * depth - 1
+    if len(ints) >= 3 and ints[1] == depth and 0 < ints[2] <= depth:
+        return ints[2] + 1
+    return depth + 1
+
+
 def kernel_work(op: Op) -> Work:
     cls = kernel_class(op.name) if not is_attention_kernel(op.name) else "attention"
     if cls == "attention" and (shapes := kernel_sdpa(op)) is not None:
@@ -299,7 +313,7 @@ def kernel_work(op: Op) -> Work:
         ints = template_ints(op.name)
         depth = ints[0] if ints and 0 < ints[0] <= 8 else 2
         elems = float(ln.blocks) * _MULTI_TENSOR_CHUNK
-        return Work(elems * depth, elems * size * (depth + 1), "fp32", "hbm")
+        return Work(elems * depth, elems * size * _multi_tensor_lists(op.name, ints, depth), "fp32", "hbm")
     elems = float(ln.threads) * _ELEMS_PER_THREAD.get(cls, 4)
     return Work(elems, 2 * elems * size, "fp32", "hbm")
 
