@@ -196,6 +196,18 @@ def _check_embedding(ops: list[Op]) -> None:
         assert any(marker in n for n in names), marker
 
 
+@pytest.mark.emulation
+def test_device_copies_are_cold(tmp_path):
+    """Each timed device-to-device copy reads and writes buffers no earlier call of its operation touched:
+    a training step's copies find their data in HBM, not in the L2 cache a repeated pair would stay in."""
+    recs = read_trace(_run_tiny("copy", tmp_path).trace_path()).records
+    d2d = recs[(recs["kind"] == Kind.MEMCPY) & (recs["a32"] == 3)]
+    for size in (1024, 3 << 16):
+        calls = d2d[d2d["a"][:, 2] == size]
+        assert len(calls) == CALLS
+        assert len({int(a) for a in calls["a"][:, 0]}) == len({int(a) for a in calls["a"][:, 1]}) == CALLS
+
+
 CHECKS = {"gemm-grid": _check_gemm_grid, "attention-grid": _check_attention_grid, "gemm": _check_gemm,
           "attention": _check_attention, "dnn": _check_dnn, "memory": _check_memory, "copy": _check_copy,
           "attention-mask": _check_attention_mask, "conv-modern": _check_conv_modern,
