@@ -17,7 +17,8 @@ Covers:
   memory: kernels only (softmax, layer norm, foreach, fused AdamW, embedding
   backward, cat, dropout, loss, gather/scatter);
   copy: host-to-device and device-to-host copies, pinned and pageable, and
-  device-to-device copies, of the swept sizes;
+  device-to-device copies, of the swept sizes, each device copy from and to
+  buffers no earlier call of its operation touched;
   embedding: kernels only (EmbeddingBag's pooling and gradients, the sparse
   gradient's gather, Adagrad);
 - every BLAS and DNN operation is issued four times (warm-up + 3 repeats) per call site;
