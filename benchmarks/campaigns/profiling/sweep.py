@@ -941,7 +941,7 @@ def _foreach(name: str) -> Callable[[int, str, random.Random], Op]:
 
 
 def _optimizer(kind: str) -> Callable[[int, str, random.Random], Op]:
-    """AdamW (foreach or fused) or clip_grad_norm_ over a parameter list with gradients."""
+    """AdamW (foreach or fused), Adagrad (foreach) or clip_grad_norm_ over a parameter list with gradients."""
 
     def make(numel: int, dtype: str, rng: random.Random) -> Op:
         counts = _tensor_list(rng, numel * ITEMSIZE[dtype], dtype)
@@ -953,13 +953,17 @@ def _optimizer(kind: str) -> Callable[[int, str, random.Random], Op]:
                 p.grad = randn(p.numel(), dtype=dtype)
             if kind == "clip_grad_norm_":
                 return lambda: torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
-            opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.1, foreach=kind == "foreach",
-                                    fused=kind == "fused")
+            if kind == "adagrad":
+                opt: torch.optim.Optimizer = torch.optim.Adagrad(params, lr=0.01, foreach=True)
+            else:
+                opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.1, foreach=kind == "foreach",
+                                        fused=kind == "fused")
             return lambda: opt.step()
 
-        name = "clip_grad_norm_" if kind == "clip_grad_norm_" else f"adamw_{kind}"
-        moved = 7 * total if kind != "clip_grad_norm_" else 3 * total
-        return _op(name, f"{dtype} tensors={len(counts)} bytes={total}", moved, 4 * total, 4 + len(counts) // 16,
+        name = {"clip_grad_norm_": "clip_grad_norm_", "adagrad": "adagrad_foreach"}.get(kind, f"adamw_{kind}")
+        moved = {"clip_grad_norm_": 3, "adagrad": 6}.get(kind, 7) * total
+        held = (3 if kind == "adagrad" else 4) * total
+        return _op(name, f"{dtype} tensors={len(counts)} bytes={total}", moved, held, 4 + len(counts) // 16,
                    setup, 2 * len(counts))
 
     return make
@@ -1068,22 +1072,6 @@ def sparse_embedding_op(rows: int, dim: int, ids: int, dtype: str) -> Op:
               rows * dim * size + moved, setup, host_s(4, 4))
 
 
-def adagrad_op(total_bytes: int, dtype: str, rng: random.Random) -> Op:
-    """Adagrad's foreach step over a parameter list with gradients (a recommender's tables and MLPs)."""
-    counts = _tensor_list(rng, total_bytes, dtype)
-    total = sum(counts) * ITEMSIZE[dtype]
-
-    def setup() -> Call:
-        params = [torch.nn.Parameter(randn(c, dtype=dtype)) for c in counts]
-        for p in params:
-            p.grad = randn(p.numel(), dtype=dtype)
-        opt = torch.optim.Adagrad(params, lr=0.01, foreach=True)
-        return lambda: opt.step()
-
-    return _op("adagrad_foreach", f"{dtype} tensors={len(counts)} bytes={total}", 6 * total, 3 * total,
-               4 + len(counts) // 16, setup, 2 * len(counts))
-
-
 def _embedding_bag(rng: random.Random) -> Op:
     mode = rng.choices(EMBEDDING_MODES, EMBEDDING_MODE_WEIGHTS)[0]
     weighted = mode == "sum" and rng.random() < 0.2
@@ -1106,13 +1094,14 @@ def embedding_plan(size: str) -> list[Op]:
                 embedding_bag_op(500, 16, 8, 3, "mean", "bf16", sparse=True),
                 embedding_bag_op(500, 16, 8, 3, "max", "fp32"),
                 sparse_embedding_op(700, 24, 64, "fp32"),
-                adagrad_op(1 << 16, "fp32", rng)]
+                _optimizer("adagrad")(1 << 14, "fp32", rng)]
     bags = [_embedding_bag(rng) for _ in range(3000)]
     singles = [sparse_embedding_op(log_uniform(rng, 1000, 4_000_000), rng.choice((1, 16, 32, 64, 128, 256)),
                                    log_uniform(rng, 64, 1 << 20), rng.choices(EMBEDDING_DTYPES,
                                                                               EMBEDDING_DTYPE_WEIGHTS)[0])
                for _ in range(400)]
-    adagrad = [adagrad_op(nbytes, dtype, rng) for dtype in EMBEDDING_DTYPES for nbytes in _sizes(rng, 4096, GiB, 10)]
+    adagrad = [_optimizer("adagrad")(nbytes // ITEMSIZE[dtype], dtype, rng)
+               for dtype in EMBEDDING_DTYPES for nbytes in _sizes(rng, 4096, GiB, 10)]
     ops = [*bags, *singles, *adagrad]
     rng.shuffle(ops)
     return within_budget(ops)
