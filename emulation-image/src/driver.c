@@ -388,11 +388,19 @@ MAYA_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr,
 
 /* ------------------------------------------------------ modules, launches */
 
-typedef struct { int unused; } maya_module;
+/* A module's kernels: each cuModuleGetFunction name of a module gets a registry entry of its own,
+ * so that kernels of the same name in two modules (two Inductor graphs both have a
+ * triton_poi_fused_add_0) stay apart; a module asked twice for a name gives the same entry. */
+typedef struct {
+    size_t n, cap;
+    maya_func **funcs;
+} maya_module;
+
+static CUmodule new_module(void) { return (CUmodule)calloc(1, sizeof(maya_module)); }
 
 MAYA_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image) {
     if (!module || !image) return CUDA_ERROR_INVALID_VALUE;
-    *module = (CUmodule)calloc(1, sizeof(maya_module));
+    *module = new_module();
     return CUDA_SUCCESS;
 }
 
@@ -404,39 +412,46 @@ MAYA_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, uns
 MAYA_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *path) {
     if (!module || !path) return CUDA_ERROR_INVALID_VALUE;
     if (access(path, R_OK) != 0) return CUDA_ERROR_FILE_NOT_FOUND;
-    *module = (CUmodule)calloc(1, sizeof(maya_module));
+    *module = new_module();
     return CUDA_SUCCESS;
 }
 
+/* The registry keeps the module's entries: a launch may still name one after the unload. */
 MAYA_EXPORT CUresult cuModuleUnload(CUmodule module) {
-    free(module);
+    maya_module *m = (maya_module *)module;
+    if (m) free(m->funcs);
+    free(m);
     return CUDA_SUCCESS;
 }
 
-/* One registry entry per kernel name, keyed by the interned name. */
+/* A new registry entry for a driver-side kernel, keyed by a copy of its name of its own. */
 maya_func *maya_driver_function(const char *name) {
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static char **names;
-    static size_t n, cap;
-    const char *key = NULL;
-    pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < n && !key; i++)
-        if (!strcmp(names[i], name)) key = names[i];
-    if (!key) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            names = realloc(names, cap * sizeof *names);
-        }
-        key = names[n++] = strdup(name);
-        maya_registry_add(key, key);
-    }
-    pthread_mutex_unlock(&lock);
+    char *key = strdup(name);
+    maya_registry_add(key, key);
     return maya_registry_get(key);
 }
 
 MAYA_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule module, const char *name) {
     if (!f || !name) return CUDA_ERROR_INVALID_VALUE;
-    *f = (CUfunction)maya_driver_function(name);
+    maya_module *m = (maya_module *)module;
+    if (!m) {
+        *f = (CUfunction)maya_driver_function(name);
+        return CUDA_SUCCESS;
+    }
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    maya_func *found = NULL;
+    for (size_t i = 0; i < m->n && !found; i++)
+        if (!strcmp(m->funcs[i]->name, name)) found = m->funcs[i];
+    if (!found) {
+        if (m->n == m->cap) {
+            m->cap = m->cap ? m->cap * 2 : 4;
+            m->funcs = realloc(m->funcs, m->cap * sizeof *m->funcs);
+        }
+        found = m->funcs[m->n++] = maya_driver_function(name);
+    }
+    pthread_mutex_unlock(&lock);
+    *f = (CUfunction)found;
     return CUDA_SUCCESS;
 }
 

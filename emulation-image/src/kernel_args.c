@@ -16,6 +16,7 @@
  * as an approximation: the launch records no integer arguments. */
 #include "maya.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* PyTorch's elementwise kernel for operands that are not all contiguous (ATen's
@@ -47,6 +48,22 @@
 enum { ATTENTION_NONE, ATTENTION_FLASH, ATTENTION_MEMEFF_FWD, ATTENTION_MEMEFF_BWD };
 #define ATTENTION_OUT_OF_RANGE "kernel arguments: attention parameters out of range, not recorded"
 
+/* PyTorch's multi_tensor_apply kernels (every foreach op, the fused optimizers) take their tensor lists
+ * as one struct by value: up to depth_to_max_tensors addresses per list, each tensor's element count,
+ * and per block the tensor and the 65536-element chunk of it the block works on.  The grid is the number
+ * of blocks whatever they cover, so a launch over tensors smaller than a chunk moves a fraction of what
+ * a launch of as many full chunks does.  Such a launch records, in place of integer arguments, the
+ * elements its blocks cover, those of them in blocks off the vectorised path (a tensor whose remaining
+ * size is no multiple of 4, or an address not 16-byte aligned: such blocks run about 1.8 times slower),
+ * and the tensors it touches.  Layouts of torch 2.11's MultiTensorApply.cuh: TensorListMetadata<n>,
+ * TensorListScalarListMetadata<scalar_t, n> and FusedOptimizerTensorListMetadata<n>. */
+#define LISTS_KERNEL "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
+#define LISTS_CHUNK 65536
+#define LISTS_MAX_BLOCKS 320
+static const int max_tensors[5] = {110, 64, 48, 36, 30};
+static const int max_tensors_scalarlist[5] = {96, 64, 48, 36, 30};
+#define LISTS_OUT_OF_RANGE "kernel arguments: tensor list metadata out of range, not recorded"
+
 #define UNSPLIT "kernel arguments: demangled signature not split, integer arguments not recorded"
 #define OUT_OF_RANGE "kernel arguments: parameter index beyond the signature, integer arguments not recorded"
 
@@ -74,6 +91,38 @@ static int attention_kind(const char *params) {
     return ATTENTION_NONE;
 }
 
+/* The metadata layout named by a multi_tensor_apply kernel's first parameter `p` into f->lists. */
+static void lists_layout(const char *p, maya_func *f) {
+    static const char ns[] = "at::native::(anonymous namespace)::";
+    if (starts_with(p, ns)) p += sizeof ns - 1;
+    int depth = 0, tensors = 0, extra = 0;  /* extra: bytes between the counts and block_to_tensor */
+    if (sscanf(p, "TensorListMetadata<%d>", &depth) == 1 || sscanf(p, "FusedOptimizerTensorListMetadata<%d>", &depth) == 1) {
+        if (depth < 1 || depth > 5) return;
+        tensors = max_tensors[depth - 1];
+        if (starts_with(p, "Fused")) extra = 8 * max_tensors_scalarlist[depth - 1];  /* state steps' addresses */
+    } else if (starts_with(p, "TensorListScalarListMetadata<")) {
+        const char *comma = NULL, *q = p + 29;  /* the depth follows the template's last comma */
+        for (int level = 0; *q && (level > 0 || *q != '>'); q++) {
+            if (*q == '<') level++;
+            else if (*q == '>') level--;
+            else if (*q == ',' && level == 0) comma = q;
+        }
+        if (!comma || sscanf(comma + 1, " %d", &depth) != 1 || depth < 1 || depth > 5) return;
+        int size = starts_with(p + 29, "double") ? 8 : starts_with(p + 29, "float") ? 4
+                   : starts_with(p + 29, "c10::complex<float>") ? 8 : 0;
+        if (!size) return;  /* complex<double> lists have a layout of their own; bool and others: not read */
+        tensors = max_tensors_scalarlist[depth - 1];
+        extra = size * tensors;  /* the scalars; block_to_tensor (bytes) follows unpadded */
+    } else {
+        return;
+    }
+    f->lists.depth = (uint16_t)depth;
+    f->lists.tensors = (uint16_t)tensors;
+    f->lists.numel = (uint16_t)(8 * depth * tensors);
+    f->lists.block_to_tensor = (uint16_t)(f->lists.numel + 8 * tensors + extra);
+    f->lists.block_to_chunk = (uint16_t)(f->lists.block_to_tensor + LISTS_MAX_BLOCKS);  /* 320: 4-aligned */
+}
+
 static int unsplit(maya_func *f) {
     f->n_ints = 0;
     f->n_params = -1;
@@ -99,6 +148,8 @@ int maya_kernel_integer_params(const char *demangled, maya_func *f) {
         open--;
     }
     f->attention = attention_kind(demangled + open + 1);
+    memset(&f->lists, 0, sizeof f->lists);
+    if (starts_with(demangled, LISTS_KERNEL)) lists_layout(demangled + open + 1, f);
     int index = 0, n = 0;
     uint16_t where[MAYA_KERNEL_INTS] = {0};
     uint8_t size_of[MAYA_KERNEL_INTS] = {0};
@@ -179,8 +230,40 @@ static int attention_shape(int kind, const unsigned char *p, uint64_t *out) {
     return 6;
 }
 
-int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t *out) {
+/* A multi_tensor_apply launch's words (see LISTS_KERNEL) into out; returns 3, or 0 out of range. */
+static int lists_work(const maya_func *f, const unsigned char *m, uint64_t blocks, uint64_t *out) {
+    uint64_t elements = 0, scalar_path = 0, touched = 0;
+    int last = -1;
+    if (blocks < 1 || blocks > LISTS_MAX_BLOCKS) goto out_of_range;
+    for (uint64_t b = 0; b < blocks; b++) {
+        int t = m[f->lists.block_to_tensor + b];
+        int32_t chunk = word32(m, f->lists.block_to_chunk + 4 * b);
+        int64_t numel;
+        memcpy(&numel, m + f->lists.numel + 8 * t, 8);
+        int64_t rest = numel - (int64_t)chunk * LISTS_CHUNK;
+        if (t >= f->lists.tensors || chunk < 0 || rest <= 0) goto out_of_range;
+        uint64_t n = rest < LISTS_CHUNK ? (uint64_t)rest : LISTS_CHUNK;
+        int vectorised = rest % 4 == 0;
+        for (int d = 0; d < f->lists.depth; d++) {
+            uint64_t address;
+            memcpy(&address, m + 8 * ((size_t)d * f->lists.tensors + t), 8);
+            if (address % 16) vectorised = 0;
+        }
+        elements += n;
+        if (!vectorised) scalar_path += n;
+        if (t != last) touched++, last = t;
+    }
+    out[0] = elements, out[1] = scalar_path, out[2] = touched;
+    return 3;
+out_of_range:
+    maya_approximated(LISTS_OUT_OF_RANGE);
+    return 0;
+}
+
+int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t blocks, uint64_t *out) {
     if (!args) return 0;
+    if (f->lists.depth && f->n_params >= 1)
+        return args[0] ? lists_work(f, args[0], blocks, out) : 0;
     if (f->attention && f->n_params >= 1)
         return args[0] ? attention_shape(f->attention, args[0], out) : 0;
     for (int i = 0; i < f->n_ints; i++) {

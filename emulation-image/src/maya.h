@@ -209,6 +209,13 @@ typedef struct maya_func {
     int n_params;           /* parameters in the demangled signature (set with n_ints); -1: it could not be split */
     int strided;            /* PyTorch's strided elementwise kernel: its closure's OffsetCalculator is read */
     int attention;          /* PyTorch's attention kernels: their parameter struct is read (kernel_args.c) */
+    /* PyTorch's multi_tensor_apply kernels (foreach ops, fused optimizers): where their by-value tensor
+     * list metadata keeps what each block works on (kernel_args.c); depth 0 for other kernels. */
+    struct { uint16_t depth, tensors, numel, block_to_tensor, block_to_chunk; } lists;
+    /* What Maya's start-up hook worked out from an Inductor Triton kernel's source (maya_kernel_facts),
+     * recorded as the launch's integer arguments: a Triton kernel's signature is no C++ name. */
+    int n_facts;
+    uint64_t facts[MAYA_KERNEL_INTS];
 } maya_func;
 
 void maya_registry_add(const void *key, const char *name);
@@ -223,9 +230,10 @@ void maya_record_launch(maya_call c, maya_func *f, unsigned gx, unsigned gy, uns
  * and long long forms) in a demangled kernel signature and sets n_params; returns how many.  A
  * signature whose brackets do not balance is left unread (n_params -1) and counted approximated. */
 int maya_kernel_integer_params(const char *demangled, maya_func *f);
-/* Reads those parameters of one launch into out (sign-extended); returns how many, 0 without args.
- * An index at or beyond n_params is never read: the launch records none and counts an approximation. */
-int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t *out);
+/* Reads those parameters of one launch of `blocks` blocks into out (sign-extended); returns how many, 0
+ * without args.  An index at or beyond n_params is never read: the launch records none and counts an
+ * approximation. */
+int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t blocks, uint64_t *out);
 /* Demangled form of a C++ name (malloc'd) or NULL. */
 char *maya_demangle(const char *mangled);
 

@@ -98,6 +98,37 @@ uint64_t maya_func_trace_id(maya_func *f) {
     return id;
 }
 
+/* Facts about the Triton kernel whose launches the start-up hook is about to make (maya_kernel_facts):
+ * a driver-side function of that name takes them at its first launch while they are pending, so
+ * the kernels of each Inductor graph keep their own even where two graphs name a kernel alike
+ * (cuModuleGetFunction gives each module's kernel an entry of its own). */
+static pthread_mutex_t g_facts_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *g_facts_name;
+static uint64_t g_facts[MAYA_KERNEL_INTS];
+static int g_n_facts;
+
+MAYA_EXPORT void maya_kernel_facts(const char *name, const int64_t *values, int n) {
+    pthread_mutex_lock(&g_facts_lock);
+    free(g_facts_name);
+    g_facts_name = NULL;
+    g_n_facts = 0;
+    if (name && values && n > 0) {
+        g_facts_name = strdup(name);
+        g_n_facts = n < MAYA_KERNEL_INTS ? n : MAYA_KERNEL_INTS;
+        for (int i = 0; i < g_n_facts; i++) g_facts[i] = (uint64_t)values[i];
+    }
+    pthread_mutex_unlock(&g_facts_lock);
+}
+
+static void take_facts(maya_func *f) {
+    pthread_mutex_lock(&g_facts_lock);
+    if (g_facts_name && f->name && !strcmp(g_facts_name, f->name)) {
+        memcpy(f->facts, g_facts, sizeof f->facts);
+        f->n_facts = g_n_facts;
+    }
+    pthread_mutex_unlock(&g_facts_lock);
+}
+
 void maya_record_launch(maya_call c, maya_func *f, unsigned gx, unsigned gy, unsigned gz,
                         unsigned bx, unsigned by, unsigned bz, uint64_t smem, const void *stream,
                         uint32_t source, void *const *args) {
@@ -113,7 +144,12 @@ void maya_record_launch(maya_call c, maya_func *f, unsigned gx, unsigned gy, uns
     r.a[2] = (uint64_t)(bx & 0xFFFF) | ((uint64_t)(by & 0xFFFF) << 16) | ((uint64_t)(bz & 0xFFFF) << 32);
     r.a[3] = smem;
     uint64_t ints[MAYA_KERNEL_INTS];
-    int n = maya_kernel_integer_args(f, args, ints);
+    int n = maya_kernel_integer_args(f, args, (uint64_t)gx * gy * gz, ints);
+    if (!f->n_facts && __atomic_load_n(&g_facts_name, __ATOMIC_RELAXED)) take_facts(f);
+    if (!n && f->n_facts) {
+        memcpy(ints, f->facts, sizeof ints);
+        n = f->n_facts;
+    }
     r.a[4] = (uint64_t)n;
     maya_emit_ext(&r, ints, n);
 }

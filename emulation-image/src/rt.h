@@ -33,7 +33,7 @@ enum { MA_RUNTIME = 0, MA_ASYNC = 1, MA_DRIVER = 2, MA_VMM = 3, MA_NCCL = 4 };
 /* Sources of launches (KERNEL a32). */
 enum { ML_RUNTIME = 0, ML_DRIVER = 1 };
 
-/* Kernel handed out by the driver API (Triton): named at cuModuleGetFunction. */
+/* A new entry for a kernel handed out by the driver API (Triton), named at cuModuleGetFunction. */
 maya_func *maya_driver_function(const char *name);
 
 /* Events (stream.c). */

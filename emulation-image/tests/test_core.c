@@ -3,6 +3,7 @@
  * - GPU spec parsing;
  * - device memory: capacity enforced with the driver's 2 MiB granule, frees;
  * - kernel registry: add, lookup, rename, demangling;
+ * - integer arguments of launches, and what multi_tensor_apply launches cover (their list metadata);
  * - trace writer: header, thread naming, head records, continuation slots,
  *   interned strings. */
 #include <stdio.h>
@@ -94,6 +95,64 @@ static void test_registry(void) {
 /* Writes a 4-byte word into a by-value argument's bytes (a parameter struct). */
 static void put32(unsigned char *p, size_t offset, int32_t v) { memcpy(p + offset, &v, 4); }
 
+/* A multi_tensor_apply kernel's tensor list metadata, as torch 2.11 lays it out: list addresses, element
+ * counts (at `numel`), then each block's tensor (at `b2t`) and chunk (at `b2c`). */
+static void put64(unsigned char *p, size_t offset, uint64_t v) { memcpy(p + offset, &v, 8); }
+
+static void test_tensor_lists(void) {
+    static const char *const kernel =
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+        "%s, at::native::(anonymous namespace)::UnaryOpFunctor<float, 2, 1, 1>, std::sqrt<float> >"
+        "(at::native::(anonymous namespace)::%s, at::native::(anonymous namespace)::UnaryOpFunctor<float, 2, 1, 1>, "
+        "std::sqrt<float>)";
+    static const struct { const char *type; int depth, tensors, numel, b2t; } layouts[] = {
+        {"TensorListMetadata<2>", 2, 64, 2 * 64 * 8, 2 * 64 * 8 + 64 * 8},
+        {"TensorListScalarListMetadata<float, 1>", 1, 96, 96 * 8, 96 * 8 + 96 * 8 + 96 * 4},
+        {"FusedOptimizerTensorListMetadata<4>", 4, 36, 4 * 36 * 8, 4 * 36 * 8 + 36 * 8 + 36 * 8},
+    };
+    for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
+        char name[1024];
+        snprintf(name, sizeof name, kernel, layouts[i].type, layouts[i].type);
+        maya_func f = {0};
+        maya_kernel_integer_params(name, &f);
+        CHECK(f.lists.depth == layouts[i].depth && f.lists.tensors == layouts[i].tensors);
+        CHECK(f.lists.numel == layouts[i].numel && f.lists.block_to_tensor == layouts[i].b2t);
+        CHECK(f.lists.block_to_chunk == layouts[i].b2t + 320);
+        /* Tensor 0 of 100000 elements in two chunks, tensor 1 of 1001 (no multiple of 4: its block runs
+         * off the vectorised path), tensor 2 of 4096 at an address 8 bytes off. */
+        static unsigned char meta[4096];
+        memset(meta, 0, sizeof meta);
+        for (int d = 0; d < f.lists.depth; d++)
+            for (int t = 0; t < 3; t++) put64(meta, 8 * ((size_t)d * f.lists.tensors + t), 0x100000 * (t + 1));
+        put64(meta, 8 * (size_t)(f.lists.depth - 1) * f.lists.tensors + 8 * 2, 0x300008);
+        put64(meta, f.lists.numel, 100000);
+        put64(meta, f.lists.numel + 8, 1001);
+        put64(meta, f.lists.numel + 16, 4096);
+        const unsigned char tensor[4] = {0, 0, 1, 2};
+        const int32_t chunk[4] = {0, 1, 0, 0};
+        for (int b = 0; b < 4; b++) {
+            meta[f.lists.block_to_tensor + b] = tensor[b];
+            memcpy(meta + f.lists.block_to_chunk + 4 * b, &chunk[b], 4);
+        }
+        void *args[] = {meta, NULL, NULL};
+        uint64_t out[MAYA_KERNEL_INTS] = {0};
+        CHECK(maya_kernel_integer_args(&f, args, 4, out) == 3);
+        CHECK(out[0] == 100000 + 1001 + 4096 && out[1] == 1001 + 4096 && out[2] == 3);
+        CHECK(maya_kernel_integer_args(&f, args, 3, out) == 3 && out[0] == 100000 + 1001 && out[2] == 2);
+        /* A block past a tensor's end, or a grid larger than the struct holds, is no layout of ours. */
+        int before = maya_approximated_count(NULL);
+        CHECK(maya_kernel_integer_args(&f, args, 321, out) == 0);
+        put64(meta, f.lists.numel, 1000);
+        CHECK(maya_kernel_integer_args(&f, args, 4, out) == 0 && maya_approximated_count(NULL) == before + 2);
+    }
+    maya_func other = {0};
+    maya_kernel_integer_params("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
+                               "at::native::(anonymous namespace)::TensorListScalarListMetadata<c10::complex<double>, 1>, "
+                               "F>(at::native::(anonymous namespace)::TensorListScalarListMetadata<c10::complex<double>, 1>, F)",
+                               &other);
+    CHECK(other.lists.depth == 0);  /* a layout of its own: not read */
+}
+
 static void test_kernel_integer_args(void) {
     maya_func f = {0};
     CHECK(maya_kernel_integer_params(
@@ -120,9 +179,9 @@ static void test_kernel_integer_args(void) {
     double d = 1.0;
     void *args[] = {&p, &n, &m, &d};
     uint64_t out[MAYA_KERNEL_INTS];
-    CHECK(maya_kernel_integer_args(&f, args, out) == 2);
+    CHECK(maya_kernel_integer_args(&f, args, 1, out) == 2);
     CHECK(out[0] == (uint64_t)-3 && out[1] == (uint64_t)m);
-    CHECK(maya_kernel_integer_args(&f, NULL, out) == 0);
+    CHECK(maya_kernel_integer_args(&f, NULL, 1, out) == 0);
 
     /* PyTorch's strided elementwise kernel: after N, its closure's OffsetCalculator (dims, innermost
      * size, the output's and first input's innermost byte strides), as torch 2.11 lays it out. */
@@ -140,11 +199,11 @@ static void test_kernel_integer_args(void) {
     for (int i = 0; i < 3; i++) memcpy(closure + 4 + 12 * i, &sizes[i], 4);
     memcpy(closure + 304, strides, sizeof strides);
     void *launch[] = {&numel, closure};
-    CHECK(maya_kernel_integer_args(&f, launch, out) == 5);
+    CHECK(maya_kernel_integer_args(&f, launch, 1, out) == 5);
     CHECK(out[0] == 32768 && out[1] == 3 && out[2] == 16 && out[3] == 2 && out[4] == 128);
     dims = 0;  /* not an OffsetCalculator: only N */
     memcpy(closure, &dims, 4);
-    CHECK(maya_kernel_integer_args(&f, launch, out) == 1 && out[0] == 32768);
+    CHECK(maya_kernel_integer_args(&f, launch, 1, out) == 1 && out[0] == 32768);
     /* Other elementwise kernels keep their integer arguments alone. */
     CHECK(maya_kernel_integer_params(
               "void at::native::elementwise_kernel<128, 4, at::native::index_put_kernel_impl(int)::{lambda(int)#1}>"
@@ -165,16 +224,16 @@ static void test_kernel_integer_args(void) {
     put32(params, 184, 328); /* seqlen_k */
     put32(params, 192, 64);  /* d */
     put32(params, 392, 0);   /* window_size_right: causal */
-    CHECK(maya_kernel_integer_args(&f, attn, out) == 6);
+    CHECK(maya_kernel_integer_args(&f, attn, 1, out) == 6);
     CHECK(out[0] == 3 && out[1] == 5 && out[2] == 200 && out[3] == 328 && out[4] == 64 && out[5] == (1 | 64 << 8));
     put32(params, 392, -1);  /* not causal */
-    CHECK(maya_kernel_integer_args(&f, attn, out) == 6 && out[5] == 64 << 8);
+    CHECK(maya_kernel_integer_args(&f, attn, 1, out) == 6 && out[5] == 64 << 8);
     /* The flash backward's dQ conversion takes the struct and an int: the struct's words. */
     CHECK(maya_kernel_integer_params(
               "void pytorch_flash::flash_bwd_convert_dq_kernel<Flash_bwd_kernel_traits<64, 128, 128, 8, 4, 4, 4, "
               "false, false, cutlass::bfloat16_t, Flash_kernel_traits<64, 128, 128, 8, cutlass::bfloat16_t> > >"
               "(pytorch_flash::Flash_bwd_params, int)", &f) == 1);
-    CHECK(maya_kernel_integer_args(&f, attn, out) == 6 && out[3] == 328);
+    CHECK(maya_kernel_integer_args(&f, attn, 1, out) == 6 && out[3] == 328);
 
     CHECK(maya_kernel_integer_params(
               "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, "
@@ -189,7 +248,7 @@ static void test_kernel_integer_args(void) {
     params[116] = 2;                      /* custom_mask_type: causal from the bottom right */
     put32(params, 192, 3);   /* num_batches */
     put32(params, 196, 5);   /* num_heads */
-    CHECK(maya_kernel_integer_args(&f, attn, out) == 6);
+    CHECK(maya_kernel_integer_args(&f, attn, 1, out) == 6);
     CHECK(out[0] == 3 && out[1] == 5 && out[2] == 200 && out[3] == 328 && out[4] == 64 && out[5] == (1 | 4 | 32 << 8));
 
     CHECK(maya_kernel_integer_params(
@@ -201,7 +260,7 @@ static void test_kernel_integer_args(void) {
     put32(params, 152, 200); /* num_queries */
     put32(params, 156, 328); /* num_keys */
     put32(params, 160, 5);   /* num_heads */
-    CHECK(maya_kernel_integer_args(&f, attn, out) == 6);
+    CHECK(maya_kernel_integer_args(&f, attn, 1, out) == 6);
     CHECK(out[0] == 0 && out[1] == 5 && out[2] == 200 && out[3] == 328 && out[4] == 64 && out[5] == 64 << 8);
     /* A kernel that merely takes a Params struct is no attention kernel. */
     CHECK(maya_kernel_integer_params("void k(Foo::Params, int)", &f) == 1 && !f.attention);
@@ -271,5 +330,6 @@ int main(void) {
     test_registry();
     test_kernel_integer_args();
     test_trace(dir);
+    test_tensor_lists();  /* after the trace test: it counts approximations, which write records */
     return CHECK_SUMMARY("test_core");
 }
