@@ -23,7 +23,9 @@ Under the emulating interposer, once the program imports torch, its
 data-dependent operations are wrapped (``_maya_device_values``; not with
 ``MAYA_DEVICE_VALUES=0``): the ones with a natural expected result get it,
 the other reads of device values are counted by program line, and the counts
-go into the torch report.
+go into the torch report.  Once Inductor's launcher is imported, each Triton
+kernel tells the interposer, before its first launch, the sizes and bytes its
+source says it moves (``_maya_triton``), which its launches record.
 """
 
 import atexit
@@ -168,14 +170,17 @@ def _bracket_collections() -> None:
     gc.callbacks.append(on_collection)
 
 
-class _AfterTorch(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds torch as usual, and once its package has run, wraps its data-dependent operations."""
+class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds module ``fullname`` as usual, and once it has run, calls ``then`` with it."""
+
+    def __init__(self, fullname, then, what):  # type: ignore[no-untyped-def]
+        self._fullname, self._then, self._what = fullname, then, what
 
     def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
-        if fullname != "torch":
+        if fullname != self._fullname:
             return None
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec("torch")
+        spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None:
             self._loader = spec.loader
             spec.loader = self
@@ -187,11 +192,15 @@ class _AfterTorch(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, module):  # type: ignore[no-untyped-def]
         self._loader.exec_module(module)
         try:
-            import _maya_device_values
-
-            _maya_device_values.install(module)
+            self._then(module)
         except Exception as e:  # the program runs on without the wrappers
-            print(f"maya: could not wrap torch's data-dependent operations: {e!r}", file=sys.stderr)
+            print(f"maya: could not {self._what}: {e!r}", file=sys.stderr)
+
+
+def _wrap_device_values(torch):  # type: ignore[no-untyped-def]
+    import _maya_device_values
+
+    _maya_device_values.install(torch)
 
 
 def _watch_device_values() -> None:
@@ -199,13 +208,29 @@ def _watch_device_values() -> None:
     if os.environ.get("MAYA_DEVICE_VALUES", "1") == "0":
         return
     if _emulating_export("maya_gc_pause") is not None and "torch" not in sys.modules:
-        sys.meta_path.insert(0, _AfterTorch())
+        sys.meta_path.insert(0, _AfterImport("torch", _wrap_device_values, "wrap torch's data-dependent operations"))
+
+
+_HEURISTICS = "torch._inductor.runtime.triton_heuristics"
+
+
+def _wrap_triton_launches(heuristics):  # type: ignore[no-untyped-def]
+    import _maya_triton
+
+    _maya_triton.install(heuristics)
+
+
+def _watch_triton_kernels() -> None:
+    """Once Inductor's launcher is imported, its Triton kernels tell the interposer their sizes."""
+    if _emulating_export("maya_kernel_facts") is not None and _HEURISTICS not in sys.modules:
+        sys.meta_path.insert(0, _AfterImport(_HEURISTICS, _wrap_triton_launches, "read Triton kernels' sizes"))
 
 
 _chain()
 _pin()
 _bracket_collections()
 _watch_device_values()
+_watch_triton_kernels()
 _previous_excepthook = sys.excepthook
 sys.excepthook = _excepthook
 sys.exit = _exit
