@@ -219,6 +219,9 @@ def test_multi_tensor_bytes_follow_the_lists_read_and_written() -> None:
              for name in (FOREACH_SQRT, FOREACH_ADD_SCALAR, FOREACH_ADDCMUL)}
     assert moved == {FOREACH_SQRT: 2.0, FOREACH_ADD_SCALAR: 2.0, FOREACH_ADDCMUL: 4.0}
     assert W.kernel_work(kernel_op(ADAM, 10)).bytes == 10 * 65536 * 8 * 7
+    # Emulated launches record the elements their blocks cover: ten blocks over small tensors move less.
+    covered = replace(kernel_op(FOREACH_SQRT, 10), params=(10 * 1000, 0, 10))
+    assert W.kernel_work(covered).bytes == 10 * 1000 * 4 * 2
 
 
 STRIDED_COPY = ("_ZN2at6native18elementwise_kernelILi128ELi4EZNS0_22gpu_kernel_impl_nocastIZZZNS0_23direct_copy_kernel_"

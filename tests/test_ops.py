@@ -293,6 +293,34 @@ def test_strided_elementwise_kernels_carry_their_operands_layout(tmp_path: Path)
     assert copies == [(32768, 4, 64, 2, 2), (32768, 3, 16, 2, 128)]
 
 
+TENSOR_LISTS_SCRIPT = """
+import torch
+xs = [torch.ones(n, device="cuda") for n in (100000, 1001, 4096)]
+torch._foreach_sqrt(xs)                                 # 2 + 1 + 1 blocks of 65536-element chunks
+params = [torch.nn.Parameter(torch.ones(n, device="cuda")) for n in (70000, 64)]
+for p in params:
+    p.grad = torch.ones_like(p)
+opt = torch.optim.AdamW(params, fused=True)
+opt.step()
+torch.cuda.synchronize()
+"""
+
+
+@pytest.mark.emulation
+@requires_library
+def test_multi_tensor_kernels_carry_what_their_blocks_cover(tmp_path: Path) -> None:
+    """A foreach or fused-optimizer launch's grid counts blocks, each up to one 65536-element chunk of one
+    tensor; the words read from its tensor list metadata give the elements covered, those off the
+    vectorised path (a size no multiple of 4), and the tensors."""
+    run = run_emulated(TENSOR_LISTS_SCRIPT, tmp_path)
+    assert run.returncode == 0, run.output
+    lists = {op.name: op for _, op in device_ops(read_trace(run.trace_path())) if "multi_tensor_apply" in op.name}
+    sqrt = next(op for name, op in lists.items() if "UnaryOp" in name)
+    assert sqrt.params == (100000 + 1001 + 4096, 1001, 3)
+    adam = next(op for name, op in lists.items() if "fused_adam" in name)
+    assert adam.params == (70000 + 64, 0, 2)
+
+
 ATTENTION_SCRIPT = """
 import torch
 import torch.nn.functional as F

@@ -22,7 +22,10 @@ An operation is estimated, in this order of confidence:
 A cuDNN RNN call, which no profile measures, is the sum of the equivalent
 work of :mod:`maya.predictor.estimate.rnn`: its GEMMs estimated as BLAS
 calls, its pointwise kernels at the memory family's calibrated per-kernel
-cost (``derived``, below ``scaled`` and above ``fallback``).
+cost (``derived``, below ``scaled`` and above ``fallback``).  An Inductor
+Triton pointwise or reduction kernel, whose bytes its source gives (the
+start-up hook's facts), is priced as a device-to-device copy of as many
+bytes (``derived``).
 
 Estimators fitted on one GPU estimate for another of the same architecture
 (compute capability) by a speed-up (``scaled``): the one both GPUs measured
@@ -62,7 +65,7 @@ from maya.predictor.estimate.rnn import is_rnn
 from maya.predictor.estimate.rnn import parts as rnn_parts
 from maya.predictor.estimate.roofline import roofline_ns
 from maya.predictor.estimate.speedup import Speedups
-from maya.predictor.estimate.work import FITTED, domain, family, work
+from maya.predictor.estimate.work import FITTED, domain, family, triton_facts, work
 from maya.predictor.trace.ops import Op
 
 Confidence = Literal["measured", "fitted", "scaled", "derived", "fallback"]
@@ -146,6 +149,8 @@ class Estimators:
         for i, op in enumerate(ops):
             if out[i] is None and is_rnn(op) and op.signature() not in self.measured:
                 out[i] = self._memo[op.signature()] = self._estimate_rnn(op)
+            elif out[i] is None and triton_facts(op) is not None and op.signature() not in self.measured:
+                out[i] = self._memo[op.signature()] = self._estimate_streaming(op)
             elif out[i] is None:
                 todo[family(op)].append(i)
         for fam, idx in todo.items():
@@ -166,6 +171,18 @@ class Estimators:
         dst = catalog.lookup(self.gpu)
         ns += sum(n * efficiency * (floor + roofline_ns(w, dst)) for w, n in p.pointwise)
         return Estimate(ns, "rnn:derived", "derived", family(op))
+
+    def _estimate_streaming(self, op: Op) -> Estimate:
+        """An Inductor Triton kernel whose source gave its bytes: priced as a device-to-device copy
+        of as many bytes (the copy family's calibrated roofline).  Inductor's pointwise kernels and
+        reductions stream their operands through device memory once, as a copy does; the memory
+        family's own calibration is of byte counts guessed from launches, not known."""
+        fits = self.borrowed.get("copy", self)
+        fit = fits.families.get("copy")
+        floor = fit.floor_ns if fit else DEFAULT_FLOOR_NS
+        efficiency = fit.efficiency if fit else 1.0
+        ns = efficiency * (floor + roofline_ns(work(op), catalog.lookup(self.gpu)))
+        return Estimate(ns, "triton:streaming", "derived", family(op))
 
     def _lender(self, fam: str, op: Op) -> Estimators | None:
         """The GPU that estimates ``op`` (of family ``fam``) for this one, if it is not this one's

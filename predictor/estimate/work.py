@@ -303,16 +303,28 @@ def _multi_tensor_lists(name: str, ints: tuple[int, ...], depth: int) -> int:
     return depth + 1
 
 
+def triton_facts(op: Op) -> R.TritonFacts | None:
+    """What an Inductor Triton pointwise or reduction kernel's source says it moves (None for
+    other kernels, and for a Triton kernel the start-up hook could not read)."""
+    if op.kind != _KERNEL or kernel_class(op.name) not in ("triton_pointwise", "triton_reduction"):
+        return None
+    return R.TritonFacts.of(op.params)
+
+
 def kernel_work(op: Op) -> Work:
     cls = kernel_class(op.name) if not is_attention_kernel(op.name) else "attention"
     if cls == "attention" and (shapes := kernel_sdpa(op)) is not None:
         return _attention_kernel_work(op, shapes)
+    if (facts := triton_facts(op)) is not None:
+        return Work(float(facts.x_elements * max(facts.r_elements, 1)), float(facts.bytes_loaded + facts.bytes_stored),
+                    "fp32", "hbm")
     size = kernel_dtype_bytes(op.name)
     ln = launch(op)
     if cls == "multi_tensor":
         ints = template_ints(op.name)
         depth = ints[0] if ints and 0 < ints[0] <= 8 else 2
-        elems = float(ln.blocks) * _MULTI_TENSOR_CHUNK
+        lists = R.TensorLists.of(op.params)
+        elems = float(lists.elements) if lists else float(ln.blocks) * _MULTI_TENSOR_CHUNK
         return Work(elems * depth, elems * size * _multi_tensor_lists(op.name, ints, depth), "fp32", "hbm")
     elems = float(ln.threads) * _ELEMS_PER_THREAD.get(cls, 4)
     return Work(elems, 2 * elems * size, "fp32", "hbm")
@@ -338,7 +350,8 @@ def copy_work(op: Op) -> Work:
 
 @lru_cache(maxsize=1 << 18)
 def work(op: Op) -> Work:
-    """The FLOPs and bytes of ``op`` (byte counts of KERNEL ops are proxies from the launch)."""
+    """The FLOPs and bytes of ``op`` (byte counts of KERNEL ops are proxies from the launch, but an
+    Inductor Triton kernel's, which its source gives)."""
     fam = family(op)
     if fam == "gemm":
         return blas_work(op)

@@ -18,7 +18,7 @@ import math
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar, overload
+from typing import NamedTuple, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -111,6 +111,35 @@ class Launch:
     @property
     def threads(self) -> int:
         return self.blocks * self.threads_per_block
+
+
+class TensorLists(NamedTuple):
+    """A multi_tensor_apply launch's integer words, in place of arguments: what its blocks cover
+    (the interposer reads its tensor list metadata; emulation only)."""
+
+    elements: int
+    scalar_path_elements: int  # in blocks off the vectorised path (a size no multiple of 4, misaligned)
+    tensors: int
+
+    @classmethod
+    def of(cls, params: Sequence[int]) -> TensorLists | None:
+        return cls(*params) if len(params) == len(cls._fields) else None
+
+
+class TritonFacts(NamedTuple):
+    """An Inductor Triton kernel's integer words, in place of arguments: what its source says it
+    moves (the start-up hook's ``_maya_triton``; emulation only)."""
+
+    x_elements: int
+    r_elements: int  # 0: no reduction
+    bytes_loaded: int
+    bytes_stored: int
+    loads: int
+    stores: int
+
+    @classmethod
+    def of(cls, params: Sequence[int]) -> TritonFacts | None:
+        return cls(*params) if len(params) == len(cls._fields) else None
 
 
 # ---------------------------------------------------------------- copies, memory, streams, events
