@@ -906,10 +906,13 @@ def _indexing(name: str) -> Callable[[int, str, random.Random], Op]:
 
 
 def _tensor_list(rng: random.Random, total_bytes: int, dtype: str) -> list[int]:
-    """Element counts of a parameter list of about ``total_bytes``: a seeded count of tensors, sizes jittered."""
+    """Element counts of a parameter list of about ``total_bytes``: a seeded count of tensors, sizes jittered
+    in multiples of 16 elements, as layers' sizes are.  The foreach and fused optimizer kernels take their
+    vectorised path only where every tensor's size is a multiple of 4: sizes jittered to any count ran
+    AdamW's full launches 1.8 times slower than a model's parameters do (225 against 127 us, H100)."""
     elems = max(1, total_bytes // ITEMSIZE[dtype])
     count = min(rng.choice((1, 4, 16, 64, 256, 1024)), max(1, elems // 256))
-    return [max(1, int(elems / count * rng.uniform(0.5, 1.5))) for _ in range(count)]
+    return [max(16, round(elems / count * rng.uniform(0.5, 1.5) / 16) * 16) for _ in range(count)]
 
 
 FOREACH: dict[str, Callable[[list[torch.Tensor], list[torch.Tensor]], object]] = {
