@@ -211,6 +211,16 @@ FOREACH_ADDCMUL = ("_ZN2at6native54_GLOBAL__N__f8a10d72_21_ForeachPointwiseOp_cu
                    "T0_DpT1_")
 
 
+FOREACH_ZERO = ("_ZN2at6native50_GLOBAL__N__b6ca21f8_17_ForeachUnaryOp_cu_77fe623d25multi_tensor_apply_kernelINS1_18"
+                "TensorListMetadataILi1EEENS1_11ZeroFunctorIfLi1ELi1ELi0EEEJEEEvT_T0_DpT1_")
+FOREACH_NORM = ("_ZN2at6native51_GLOBAL__N__d9d46141_18_ForeachReduceOp_cu_b83ec48c25multi_tensor_apply_kernelINS1_18"
+                "TensorListMetadataILi1EEENS0_13LpNormFunctorIfLNS0_8NormTypeE1EfLi1ELi1ELi0EEEJPfiEEEvT_T0_DpT1_")
+FOREACH_MUL_SCALARLIST_BF16 = (
+    "_ZN2at6native61_GLOBAL__N__538ad94b_28_ForeachBinaryOpScalarList_cu_dda10a6925multi_tensor_apply_kernelINS1_28"
+    "TensorListScalarListMetadataIfLi2EEENS1_25BinaryOpScalarListFunctorIN3c108BFloat16ELi2ELi1ELi1EEEJSt10"
+    "multipliesIfEEEEvT_T0_DpT1_")
+
+
 def test_multi_tensor_bytes_follow_the_lists_read_and_written() -> None:
     """A foreach kernel moves each chunk of every list it reads and of the one it writes: _foreach_sqrt reads
     one list of its two, add_ and addcmul_ write in place, a fused Adam reads four lists and writes three."""
@@ -222,6 +232,12 @@ def test_multi_tensor_bytes_follow_the_lists_read_and_written() -> None:
     # Emulated launches record the elements their blocks cover: ten blocks over small tensors move less.
     covered = replace(kernel_op(FOREACH_SQRT, 10), params=(10 * 1000, 0, 10))
     assert W.kernel_work(covered).bytes == 10 * 1000 * 4 * 2
+    # _foreach_zero_ writes without reading, a norm reads without writing more than a number a block, and a
+    # scalar-list kernel's elements are its functor's (bf16), not its scalars' (float, named first).
+    lists = (1000, 0, 1)
+    assert W.kernel_work(replace(kernel_op(FOREACH_ZERO, 1), params=lists)).bytes == 1000 * 4
+    assert W.kernel_work(replace(kernel_op(FOREACH_NORM, 1), params=lists)).bytes == 1000 * 4
+    assert W.kernel_work(replace(kernel_op(FOREACH_MUL_SCALARLIST_BF16, 1), params=lists)).bytes == 1000 * 2 * 2
 
 
 STRIDED_COPY = ("_ZN2at6native18elementwise_kernelILi128ELi4EZNS0_22gpu_kernel_impl_nocastIZZZNS0_23direct_copy_kernel_"

@@ -58,7 +58,7 @@ HBM_BYTES_S = 3e12
 # back to a fresh host tensor (page faults included).
 PCIE_BYTES_S = {"pinned": 50e9, "h2d_pageable": 8e9, "d2h_pageable": 1.2e9}
 LAUNCH_S = 5e-6
-L2_FLUSH_BYTES = 256 << 20  # written between setting up a copy and timing it: several times an H100's L2
+L2_FLUSH_BYTES = 256 << 20  # written before timing a device copy or a parameter list: several times an H100's L2
 
 # Host time, measured on an H100 (torch 2.11.0+cu130, cuDNN 9.19): cuDNN builds a plan the first time it
 # meets a shape (SDPA and depthwise convolutions compile kernels at run time), and Python issues each call.
@@ -927,6 +927,19 @@ FOREACH: dict[str, Callable[[list[torch.Tensor], list[torch.Tensor]], object]] =
 }
 
 
+def _cold(call: Call) -> Call:
+    """The call after a fill of ``L2_FLUSH_BYTES`` (a kernel of its own): a training step reads its
+    parameter lists once, long after they were written, where calls repeated back to back would find a
+    list that fits the L2 cache (50 MiB on an H100) there and run up to 1.6 times quicker."""
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+
+    def cold() -> object:
+        flush.fill_(0)
+        return call()
+
+    return cold
+
+
 def _foreach(name: str) -> Callable[[int, str, random.Random], Op]:
     def make(numel: int, dtype: str, rng: random.Random) -> Op:
         counts = _tensor_list(rng, numel * ITEMSIZE[dtype], dtype)
@@ -934,11 +947,11 @@ def _foreach(name: str) -> Callable[[int, str, random.Random], Op]:
 
         def setup() -> Call:
             xs, ys = [randn(c, dtype=dtype) for c in counts], [randn(c, dtype=dtype) for c in counts]
-            return lambda: FOREACH[name](xs, ys)
+            return _cold(lambda: FOREACH[name](xs, ys))
 
         kernels = 1 + len(counts) // 32
-        return _op(name, f"{dtype} tensors={len(counts)} bytes={total}", 3 * total, 3 * total, kernels, setup,
-                   len(counts))
+        return _op(name, f"{dtype} tensors={len(counts)} bytes={total} cold", 3 * total + L2_FLUSH_BYTES,
+                   3 * total + L2_FLUSH_BYTES, kernels + 1, setup, len(counts))
 
     return make
 
@@ -955,18 +968,18 @@ def _optimizer(kind: str) -> Callable[[int, str, random.Random], Op]:
             for p in params:
                 p.grad = randn(p.numel(), dtype=dtype)
             if kind == "clip_grad_norm_":
-                return lambda: torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
+                return _cold(lambda: torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True))
             if kind == "adagrad":
                 opt: torch.optim.Optimizer = torch.optim.Adagrad(params, lr=0.01, foreach=True)
             else:
                 opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.1, foreach=kind == "foreach",
                                         fused=kind == "fused")
-            return lambda: opt.step()
+            return _cold(lambda: opt.step())
 
         name = {"clip_grad_norm_": "clip_grad_norm_", "adagrad": "adagrad_foreach"}.get(kind, f"adamw_{kind}")
-        moved = {"clip_grad_norm_": 3, "adagrad": 6}.get(kind, 7) * total
-        held = (3 if kind == "adagrad" else 4) * total
-        return _op(name, f"{dtype} tensors={len(counts)} bytes={total}", moved, held, 4 + len(counts) // 16,
+        moved = {"clip_grad_norm_": 3, "adagrad": 6}.get(kind, 7) * total + L2_FLUSH_BYTES
+        held = (3 if kind == "adagrad" else 4) * total + L2_FLUSH_BYTES
+        return _op(name, f"{dtype} tensors={len(counts)} bytes={total} cold", moved, held, 5 + len(counts) // 16,
                    setup, 2 * len(counts))
 
     return make
