@@ -121,7 +121,7 @@ def _kernel_facts(autotuner: Any, args: tuple[Any, ...]) -> tuple[str, tuple[int
     if not name or source is None:
         return None
     signature = dict(autotuner.triton_meta.get("signature", {}))
-    numels = {k: v for k, v in zip(signature, args) if k.endswith("numel") and isinstance(v, int)}
+    numels = {k: v for k, v in zip(signature, args, strict=False) if k.endswith("numel") and isinstance(v, int)}
     found = facts(source, signature, numels)
     return (name, found) if found else None
 
