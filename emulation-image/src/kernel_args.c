@@ -238,10 +238,11 @@ static int lists_work(const maya_func *f, const unsigned char *m, uint64_t block
     for (uint64_t b = 0; b < blocks; b++) {
         int t = m[f->lists.block_to_tensor + b];
         int32_t chunk = word32(m, f->lists.block_to_chunk + 4 * b);
+        if (t >= f->lists.tensors || chunk < 0) goto out_of_range;  /* before reading past the counts */
         int64_t numel;
         memcpy(&numel, m + f->lists.numel + 8 * t, 8);
         int64_t rest = numel - (int64_t)chunk * LISTS_CHUNK;
-        if (t >= f->lists.tensors || chunk < 0 || rest <= 0) goto out_of_range;
+        if (rest <= 0) goto out_of_range;
         uint64_t n = rest < LISTS_CHUNK ? (uint64_t)rest : LISTS_CHUNK;
         int vectorised = rest % 4 == 0;
         for (int d = 0; d < f->lists.depth; d++) {

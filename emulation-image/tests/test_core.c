@@ -144,6 +144,8 @@ static void test_tensor_lists(void) {
         CHECK(maya_kernel_integer_args(&f, args, 321, out) == 0);
         put64(meta, f.lists.numel, 1000);
         CHECK(maya_kernel_integer_args(&f, args, 4, out) == 0 && maya_approximated_count(NULL) == before + 2);
+        meta[f.lists.block_to_tensor] = 200;  /* a tensor the struct has no count for: nothing is read */
+        CHECK(maya_kernel_integer_args(&f, args, 1, out) == 0 && maya_approximated_count(NULL) == before + 3);
     }
     maya_func other = {0};
     maya_kernel_integer_params("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
