@@ -4,6 +4,7 @@
 #define MAYA_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 /* The spec of the small virtual GPU the tests emulate (1 GiB). */
 static const char *const TEST_SPEC =
@@ -20,6 +21,16 @@ static int failures, checks;
             fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
         }                                                                             \
     } while (0)
+
+/* A new trace directory (`dir`, a mkdtemp template) and the environment of one emulated test GPU;
+ * 0 when the directory cannot be made. */
+static inline int emulate_into(char *dir) {
+    if (!mkdtemp(dir)) return 0;
+    setenv("MAYA_GPU_SPEC", TEST_SPEC, 1);
+    setenv("MAYA_TRACE_DIR", dir, 1);
+    setenv("MAYA_NUM_GPUS", "1", 1);
+    return 1;
+}
 
 #define CHECK_SUMMARY(name) (printf("%s: %d passed, %d failed\n", name, checks - failures, failures), failures ? 1 : 0)
 

@@ -211,11 +211,7 @@ static void test_records(const char *dir) {
 
 int main(void) {
     char dir[] = "/tmp/maya-blas-test-XXXXXX";
-    if (!mkdtemp(dir))
-        return 2;
-    setenv("MAYA_GPU_SPEC", TEST_SPEC, 1);
-    setenv("MAYA_TRACE_DIR", dir, 1);
-    setenv("MAYA_NUM_GPUS", "1", 1);
+    if (!emulate_into(dir)) return 2;
     test_handles();
     test_descriptors();
     test_records(dir);

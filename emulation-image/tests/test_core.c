@@ -322,10 +322,7 @@ static void test_trace(const char *dir) {
 
 int main(void) {
     char dir[] = "/tmp/maya-test-XXXXXX";
-    if (!mkdtemp(dir)) return 2;
-    setenv("MAYA_GPU_SPEC", TEST_SPEC, 1);
-    setenv("MAYA_TRACE_DIR", dir, 1);
-    setenv("MAYA_NUM_GPUS", "1", 1);
+    if (!emulate_into(dir)) return 2;
     test_ranges();
     test_spec();
     test_memory();

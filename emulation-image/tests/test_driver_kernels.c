@@ -10,22 +10,15 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "own_trace.h"
 #include "rt.h"
 
 void maya_kernel_facts(const char *name, const int64_t *values, int n);
 
 /* The integer words of the n-th KERNEL record of function `f` in this process's trace, or -1. */
 static int launch_ints(const char *dir, const maya_func *f, int nth, uint64_t *out) {
-    maya_trace_flush();
-    char path[600];
-    snprintf(path, sizeof path, "%s/rank0.mayatrace", dir);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return -1;
-    static unsigned char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf, fp);
-    fclose(fp);
-    const maya_rec *recs = (const maya_rec *)(buf + MAYA_HEADER_SIZE);
-    size_t nslots = n > MAYA_HEADER_SIZE ? (n - MAYA_HEADER_SIZE) / MAYA_SLOT : 0;
+    size_t nslots;
+    const maya_rec *recs = own_trace(dir, &nslots);
     for (size_t i = 0; i < nslots; i++) {
         if (recs[i].kind != MK_KERNEL || recs[i].a[0] != f->func_id || nth--) continue;
         int k = (int)recs[i].a[4];
@@ -45,10 +38,7 @@ static CUfunction launch(const char *image, const char *name, CUmodule *module) 
 
 int main(void) {
     char dir[] = "/tmp/maya-test-XXXXXX";
-    if (!mkdtemp(dir)) return 2;
-    setenv("MAYA_GPU_SPEC", TEST_SPEC, 1);
-    setenv("MAYA_TRACE_DIR", dir, 1);
-    setenv("MAYA_NUM_GPUS", "1", 1);
+    if (!emulate_into(dir)) return 2;
     CHECK(cuInit(0) == CUDA_SUCCESS);
     static const char image[] = "\x7f" "ELF";
     const char *name = "triton_poi_fused_add_0";
