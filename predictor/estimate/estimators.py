@@ -63,7 +63,7 @@ from maya.predictor.estimate.fit import (
 from maya.predictor.estimate.profiles import ProfileRow
 from maya.predictor.estimate.rnn import is_rnn
 from maya.predictor.estimate.rnn import parts as rnn_parts
-from maya.predictor.estimate.roofline import roofline_ns
+from maya.predictor.estimate.roofline import Work, roofline_ns
 from maya.predictor.estimate.speedup import Speedups
 from maya.predictor.estimate.work import FITTED, domain, family, triton_facts, work
 from maya.predictor.trace.ops import Op
@@ -164,25 +164,22 @@ class Estimators:
         p = rnn_parts(op)
         gemm_ops = [g for g, _ in p.gemms]
         ns = sum(e.ns * n for e, (_, n) in zip(self.estimate_many(gemm_ops), p.gemms, strict=True))
-        fits = self.borrowed.get("memory", self)
-        fit = fits.families.get("memory")
+        ns += sum(n * self._calibrated_roofline("memory", w) for w, n in p.pointwise)
+        return Estimate(ns, "rnn:derived", "derived", family(op))
+
+    def _calibrated_roofline(self, fam: str, w: Work) -> float:
+        """``w`` at family ``fam``'s calibrated roofline on this GPU (its fit's, or its lender's)."""
+        fit = self.borrowed.get(fam, self).families.get(fam)
         floor = fit.floor_ns if fit else DEFAULT_FLOOR_NS
         efficiency = fit.efficiency if fit else 1.0
-        dst = catalog.lookup(self.gpu)
-        ns += sum(n * efficiency * (floor + roofline_ns(w, dst)) for w, n in p.pointwise)
-        return Estimate(ns, "rnn:derived", "derived", family(op))
+        return efficiency * (floor + roofline_ns(w, catalog.lookup(self.gpu)))
 
     def _estimate_streaming(self, op: Op) -> Estimate:
         """An Inductor Triton kernel whose source gave its bytes: priced as a device-to-device copy
         of as many bytes (the copy family's calibrated roofline).  Inductor's pointwise kernels and
         reductions stream their operands through device memory once, as a copy does; the memory
         family's own calibration is of byte counts guessed from launches, not known."""
-        fits = self.borrowed.get("copy", self)
-        fit = fits.families.get("copy")
-        floor = fit.floor_ns if fit else DEFAULT_FLOOR_NS
-        efficiency = fit.efficiency if fit else 1.0
-        ns = efficiency * (floor + roofline_ns(work(op), catalog.lookup(self.gpu)))
-        return Estimate(ns, "triton:streaming", "derived", family(op))
+        return Estimate(self._calibrated_roofline("copy", work(op)), "triton:streaming", "derived", family(op))
 
     def _lender(self, fam: str, op: Op) -> Estimators | None:
         """The GPU that estimates ``op`` (of family ``fam``) for this one, if it is not this one's

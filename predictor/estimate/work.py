@@ -293,7 +293,7 @@ _MULTI_TENSOR_CHUNK = 65536  # elements per block of torch's multi_tensor_apply
 _FUNCTOR = re.compile(r"::(\w+?)Functor<((?:c10::)?\w+)")  # the functor and its element type, first template argument
 
 
-def _multi_tensor_lists(name: str, ints: tuple[int, ...], depth: int) -> int:
+def _multi_tensor_lists(functor: re.Match[str] | None, ints: tuple[int, ...], depth: int, fused: bool) -> int:
     """Tensor lists a multi_tensor_apply kernel reads plus those it writes.
 
     torch's foreach functors are ``Functor<T, depth, r_args_depth, res_arg_index>``: they read
@@ -301,9 +301,8 @@ def _multi_tensor_lists(name: str, ints: tuple[int, ...], depth: int) -> int:
     ``_foreach_sqrt`` reads one list of its two).  ``_foreach_zero_`` writes its list without reading it;
     a norm reads its lists and writes one number a block.  A fused optimizer reads all ``depth`` lists
     and writes all but the gradients."""
-    if "Fused" in name:
+    if fused:
         return 2 * depth - 1
-    functor = _FUNCTOR.search(demangle(name))
     if functor and functor.group(1) == "Zero":
         return 1
     if functor and functor.group(1).startswith("Lp"):
@@ -312,11 +311,6 @@ def _multi_tensor_lists(name: str, ints: tuple[int, ...], depth: int) -> int:
         return ints[2] + 1
     return depth + 1
 
-
-def _multi_tensor_element_bytes(name: str) -> int:
-    """The functor's element type: a scalar-list kernel's metadata names the scalars' type (``float``) first."""
-    functor = _FUNCTOR.search(demangle(name))
-    return kernel_dtype_bytes(functor.group(2)) if functor else kernel_dtype_bytes(name)
 
 
 def triton_facts(op: Op) -> R.TritonFacts | None:
@@ -341,8 +335,11 @@ def kernel_work(op: Op) -> Work:
         depth = ints[0] if ints and 0 < ints[0] <= 8 else 2
         lists = R.TensorLists.of(op.params)
         elems = float(lists.elements) if lists else float(ln.blocks) * _MULTI_TENSOR_CHUNK
-        size = _multi_tensor_element_bytes(op.name)
-        return Work(elems * depth, elems * size * _multi_tensor_lists(op.name, ints, depth), "fp32", "hbm")
+        # The functor's element type: a scalar-list kernel's metadata names the scalars' (float) first.
+        functor = _FUNCTOR.search(demangle(op.name))
+        size = kernel_dtype_bytes(functor.group(2)) if functor else size
+        lists_moved = _multi_tensor_lists(functor, ints, depth, "Fused" in op.name)
+        return Work(elems * depth, elems * size * lists_moved, "fp32", "hbm")
     elems = float(ln.threads) * _ELEMS_PER_THREAD.get(cls, 4)
     return Work(elems, 2 * elems * size, "fp32", "hbm")
 
