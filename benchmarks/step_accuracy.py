@@ -9,7 +9,8 @@ run-to-run spread and how closely the runs fix their median (its 90%
 bootstrap interval: the server's host speed drifts, so a host-bound size's
 median is known to +-10% at best); and
 the 2-rank DDP example at four sizes on 2 x H200 (``ddp*``, 5 to 10 fresh runs
-each over three machines).  The targets are judged on those; the same
+each over three machines) and at three on 2 x H100 (the default size and two with
+AdamW's foreach form and gradient clipping, eight runs each on one machine).  The targets are judged on those; the same
 single-GPU examples and
 sizes measured on H200s (10 to 16 runs each, over seven campaigns) are predicted too, and
 summed up apart (``H200-SXM-141GB``), to show the method on a second GPU.

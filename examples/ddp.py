@@ -1,7 +1,8 @@
 """Data-parallel training of a small GPT with DistributedDataParallel over NCCL.
 
 Launch with `torchrun --nproc_per_node 2 examples/ddp.py`.  Same model as
-gpt.py (smaller by default), bf16 autocast, fused AdamW.  Every rank prints
+gpt.py (smaller by default), bf16 autocast, fused AdamW (or `--optimizer
+foreach`), optional gradient clipping (`--clip-grad`).  Every rank prints
 one JSON line at the end (see common.py); `--profile-out` and
 `--result-out` get a per-rank suffix.
 """
@@ -12,7 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from common import add_common_args, parse_args, train
-from gpt import GPT, add_model_args
+from gpt import GPT, adamw, add_model_args
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
@@ -30,7 +31,7 @@ def main() -> None:
     with dev:
         model = GPT(args.vocab, args.seq_len, args.n_layer, args.n_head, args.n_embd)
     ddp = DDP(model, device_ids=[local_rank], bucket_cap_mb=args.bucket_mb)
-    opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr, weight_decay=0.1, fused=True)
+    opt = adamw(ddp.parameters(), args)
     gen = torch.Generator(device=dev)
     gen.manual_seed(args.seed + dist.get_rank())
 
@@ -41,6 +42,8 @@ def main() -> None:
             logits = ddp(x)
             loss = F.cross_entropy(logits.view(-1, args.vocab), y.reshape(-1))
         loss.backward()
+        if args.clip_grad:
+            torch.nn.utils.clip_grad_norm_(ddp.parameters(), args.clip_grad)
         opt.step()
         opt.zero_grad(set_to_none=True)
 

@@ -67,23 +67,27 @@ def add_model_args(p: argparse.ArgumentParser, n_layer=12, n_head=12, n_embd=768
     p.add_argument("--seq-len", type=int, default=seq_len)
     p.add_argument("--batch", type=int, default=batch)
     p.add_argument("--lr", type=float, default=6e-4)
+    p.add_argument("--optimizer", choices=["fused", "foreach"], default="fused", help="AdamW implementation")
+    p.add_argument("--clip-grad", type=float, default=0.0, metavar="NORM",
+                   help="clip the gradients' total norm to NORM every step (default: no clipping)")
+
+
+def adamw(params, args: argparse.Namespace) -> torch.optim.AdamW:
+    """AdamW as --optimizer asks: one fused kernel, or per-tensor-list kernels grouped in Python."""
+    fused = args.optimizer == "fused"
+    return torch.optim.AdamW(params, lr=args.lr, weight_decay=0.1, fused=fused, foreach=not fused)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_model_args(p)
-    # The training loop's own options (ddp.py shares the model's, not these).
-    p.add_argument("--optimizer", choices=["fused", "foreach"], default="fused", help="AdamW implementation")
-    p.add_argument("--clip-grad", type=float, default=0.0, metavar="NORM",
-                   help="clip the gradients' total norm to NORM every step (default: no clipping)")
     add_common_args(p)
     args = parse_args(p)
     torch.manual_seed(args.seed)
     dev = torch.device("cuda")
     with dev:
         model = GPT(args.vocab, args.seq_len, args.n_layer, args.n_head, args.n_embd)
-    fused = args.optimizer == "fused"
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1, fused=fused, foreach=not fused)
+    opt = adamw(model.parameters(), args)
 
     def step(i: int) -> None:
         data = torch.randint(0, args.vocab, (args.batch, args.seq_len + 1), device=dev)

@@ -84,6 +84,9 @@ SIZES = {
     "ddp-b4": ("examples/ddp.py", ["--batch", "4"], 2),
     "ddp-s1024": ("examples/ddp.py", ["--seq-len", "1024"], 2),
     "ddp-w768": ("examples/ddp.py", ["--n-embd", "768", "--n-head", "12"], 2),
+    # The same per-parameter Python in data parallelism, on the machines of several GPUs that run it.
+    "ddp-clip": ("examples/ddp.py", ["--optimizer", "foreach", "--clip-grad", "1.0"], 2),
+    "ddp-clip-l24": ("examples/ddp.py", ["--n-layer", "24", "--optimizer", "foreach", "--clip-grad", "1.0"], 2),
 }
 EXAMPLES.update(SIZES)
 
