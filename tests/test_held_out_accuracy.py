@@ -127,6 +127,7 @@ def test_errors_and_summary(data: Path) -> None:
     assert "| all | 4 | 10.0% | 50.0% |" in md
     assert md.index("| vit |") < md.index("| moe |")  # the known-gap rows come last
     assert "1 run(s) left no result line" in md
-    assert "| vit | H100-SXM-80GB | 1 | 13.00 (3, 65.4%; by machine 12.25 (2), 20.00 (1)) |" in md  # two machines
+    # two machines measured it: each one's median, runs, and the prediction's error against it
+    assert "| vit | H100-SXM-80GB | 1 | 13.00 (3, 65.4%; by machine 12.25 (2, +16.7%), 20.00 (1, -28.5%)) |" in md
     h200 = next(line for line in md.splitlines() if line.startswith("| vit | H200-SXM-141GB |"))
     assert "by machine" not in h200  # one machine measured it

@@ -261,9 +261,10 @@ def markdown(doc: dict[str, Any]) -> str:
             note = r.get("note", "") or (f"known gap: {r['known_gap']}" if r["known_gap"] else "")
             if r["runs_without_result"]:
                 note = f"{r['runs_without_result']} run(s) left no result line. {note}".strip()
-            machines = r.get("by_machine") or {}
-            each = ("; by machine " + ", ".join(f"{_ms(m['step_s'])} ({m['runs']})" for m in machines.values())
-                    if len(machines) > 1 else "")
+            machines, p = r.get("by_machine") or {}, r["predicted_s"]
+            each = ("; by machine " + ", ".join(
+                f"{_ms(m['step_s'])} ({m['runs']}{'' if p is None else ', ' + _pct(p / m['step_s'] - 1)})"
+                for m in machines.values()) if len(machines) > 1 else "")
             lines.append(f"| {r['workload']} | {r['gpu']} | {r['gpus']} | {_ms(r['measured_s'])} ({r['runs']}, "
                          f"{100 * r['spread']:.1f}%{each}) | {_ms(r['predicted_s'])} | {_pct(r['error'])} | "
                          f"{r['measured_allocated_bytes'] / GIB:.2f} / {'-' if not emu else f'{emu / GIB:.2f}'} | "
