@@ -231,15 +231,19 @@ HOST_BOUND = 0.5  # a step that follows its host this much moves with one emulat
 
 
 def interval_lines(p: Prediction) -> list[str]:
-    """The interval, what widens it, and for a host-bound step from one emulation, what steadies it."""
+    """The interval, what widens it, and for a host-bound step what moves it: one emulation's noise (and
+    what steadies it), and the GPU servers' own hosts, which no emulation can steady."""
     low, high = p.interval_s
     host, estimated = p.sensitivity.get("host", 0.0), p.sensitivity.get("estimated", 0.0)
     why = (f" (the step follows its host {100 * host:.0f}%, kernels no profile measured {100 * estimated:.0f}%)"
            if p.sensitivity else "")
     lines = [f"  90% interval {low * 1e3:.2f} to {high * 1e3:.2f} ms{why}"]
-    if host >= HOST_BOUND and len(p.emulations_s) <= 1:
-        lines.append("  note: the step is host-bound, and one emulation's host delays can vary by 10% or more from "
-                     "run to run; 'maya predict --repeat 3' takes the median of three")
+    if host >= HOST_BOUND:
+        if len(p.emulations_s) <= 1:
+            lines.append("  note: the step is host-bound, and one emulation's host delays can vary by 10% or more "
+                         "from run to run; 'maya predict --repeat 3' takes the median of three")
+        lines.append("  note: a host-bound step also differs between servers of one GPU kind (measured: up to a "
+                     "third between two 2 x H100 machines; docs/accuracy.md)")
     return lines
 
 

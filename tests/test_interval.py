@@ -81,6 +81,8 @@ def test_maya_predict_says_how_to_steady_a_host_bound_step():
     from maya.cli import interval_lines
 
     bound = interval_lines(prediction([0.1], sensitivity={"host": 0.8, "estimated": 0.1}))
-    assert "follows its host 80%" in bound[0] and "--repeat 3" in bound[1]
+    assert "follows its host 80%" in bound[0] and "--repeat 3" in bound[1] and "between servers" in bound[2]
     assert len(interval_lines(prediction([0.1], sensitivity={"host": 0.2, "estimated": 0.1}))) == 1
-    assert len(interval_lines(prediction([0.1], [0.1, 0.1, 0.1], sensitivity={"host": 0.8}))) == 1
+    # Repeated emulations steady the emulation's noise, not the servers'.
+    repeated = interval_lines(prediction([0.1], [0.1, 0.1, 0.1], sensitivity={"host": 0.8}))
+    assert len(repeated) == 2 and "between servers" in repeated[1]
