@@ -223,6 +223,17 @@ def _abs_pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def _by_machine(row: dict[str, Any]) -> str:
+    """Where several machines measured a configuration, each one's median step, runs and the
+    prediction's error against it (machines of one kind differ: the pooled median hides it)."""
+    machines, p = row.get("by_machine") or {}, row["predicted_s"]
+    if len(machines) < 2:
+        return ""
+    return "; by machine " + ", ".join(
+        f"{_ms(m['step_s'])} ({m['runs']}{'' if p is None else ', ' + _pct(p / m['step_s'] - 1)})"
+        for m in machines.values())
+
+
 def markdown(doc: dict[str, Any]) -> str:
     s = doc["summary"]
     lines = [f"# Held-out suite: accuracy of `maya predict` ({doc['date']})", "",
@@ -261,12 +272,8 @@ def markdown(doc: dict[str, Any]) -> str:
             note = r.get("note", "") or (f"known gap: {r['known_gap']}" if r["known_gap"] else "")
             if r["runs_without_result"]:
                 note = f"{r['runs_without_result']} run(s) left no result line. {note}".strip()
-            machines, p = r.get("by_machine") or {}, r["predicted_s"]
-            each = ("; by machine " + ", ".join(
-                f"{_ms(m['step_s'])} ({m['runs']}{'' if p is None else ', ' + _pct(p / m['step_s'] - 1)})"
-                for m in machines.values()) if len(machines) > 1 else "")
             lines.append(f"| {r['workload']} | {r['gpu']} | {r['gpus']} | {_ms(r['measured_s'])} ({r['runs']}, "
-                         f"{100 * r['spread']:.1f}%{each}) | {_ms(r['predicted_s'])} | {_pct(r['error'])} | "
+                         f"{100 * r['spread']:.1f}%{_by_machine(r)}) | {_ms(r['predicted_s'])} | {_pct(r['error'])} | "
                          f"{r['measured_allocated_bytes'] / GIB:.2f} / {'-' if not emu else f'{emu / GIB:.2f}'} | "
                          f"{_pct(r['memory_error'])} | {note.replace('|', '/')} |")
     rep = doc.get("repeatability") or []

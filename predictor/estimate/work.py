@@ -293,7 +293,17 @@ _MULTI_TENSOR_CHUNK = 65536  # elements per block of torch's multi_tensor_apply
 _FUNCTOR = re.compile(r"::(\w+?)Functor<((?:c10::)?\w+)")  # the functor and its element type, first template argument
 
 
-def _multi_tensor_lists(functor: re.Match[str] | None, ints: tuple[int, ...], depth: int, fused: bool) -> int:
+@lru_cache(maxsize=4096)
+def _foreach_functor(name: str) -> tuple[str, str] | None:
+    """A multi_tensor_apply kernel's functor and its element type (``("Zero", "float")``), from its
+    demangled name: the element type of a scalar-list kernel is its functor's, while its metadata
+    names the scalars' (float) first.  Cached by name: many launches of one kernel differ only in
+    their lists."""
+    m = _FUNCTOR.search(demangle(name))
+    return (m.group(1), m.group(2)) if m else None
+
+
+def _multi_tensor_lists(functor: str | None, ints: tuple[int, ...], depth: int, fused: bool) -> int:
     """Tensor lists a multi_tensor_apply kernel reads plus those it writes.
 
     torch's foreach functors are ``Functor<T, depth, r_args_depth, res_arg_index>``: they read
@@ -303,14 +313,13 @@ def _multi_tensor_lists(functor: re.Match[str] | None, ints: tuple[int, ...], de
     and writes all but the gradients."""
     if fused:
         return 2 * depth - 1
-    if functor and functor.group(1) == "Zero":
+    if functor == "Zero":
         return 1
-    if functor and functor.group(1).startswith("Lp"):
+    if functor and functor.startswith("Lp"):
         return depth
     if len(ints) >= 3 and ints[1] == depth and 0 < ints[2] <= depth:
         return ints[2] + 1
     return depth + 1
-
 
 
 def triton_facts(op: Op) -> R.TritonFacts | None:
@@ -335,10 +344,9 @@ def kernel_work(op: Op) -> Work:
         depth = ints[0] if ints and 0 < ints[0] <= 8 else 2
         lists = R.TensorLists.of(op.params)
         elems = float(lists.elements) if lists else float(ln.blocks) * _MULTI_TENSOR_CHUNK
-        # The functor's element type: a scalar-list kernel's metadata names the scalars' (float) first.
-        functor = _FUNCTOR.search(demangle(op.name))
-        size = kernel_dtype_bytes(functor.group(2)) if functor else size
-        lists_moved = _multi_tensor_lists(functor, ints, depth, "Fused" in op.name)
+        functor = _foreach_functor(op.name)
+        size = kernel_dtype_bytes(functor[1]) if functor else size
+        lists_moved = _multi_tensor_lists(functor[0] if functor else None, ints, depth, "Fused" in op.name)
         return Work(elems * depth, elems * size * lists_moved, "fp32", "hbm")
     elems = float(ln.threads) * _ELEMS_PER_THREAD.get(cls, 4)
     return Work(elems, 2 * elems * size, "fp32", "hbm")
