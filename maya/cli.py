@@ -78,9 +78,10 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--gpus", type=int, default=None, help="GPUs visible to each process (default: --gpus-per-node)")
     q.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per node (default 8)")
     q.add_argument("--out", type=Path, default=None, help="where the emulation's traces go (default: a temporary folder)")
-    q.add_argument("--repeat", type=int, default=1, metavar="K",
-                   help="emulate K times (into DIR/run0...) and keep the median prediction: steadier for host-bound "
-                   "jobs on a busy emulating machine, K times the emulation time (default 1)")
+    q.add_argument("--repeat", type=_repeat, default=None, metavar="K",
+                   help="emulate K times (the first into DIR, the others into DIR/run1...) and keep the median "
+                   "prediction, K times the emulation time (default: once, and twice more when the step is "
+                   "host-bound, whose host delays one emulation can run up to twice as slow)")
     q.add_argument("--from", dest="source", type=Path, default=None, help="replay this folder instead of emulating")
     q.add_argument("--oracle", action="store_true", help="with --from: use the recorded device times")
     q.add_argument("--json", action="store_true", help="print one JSON object")
@@ -158,10 +159,21 @@ def _cmd_emulate(args: argparse.Namespace, command: list[str]) -> int:
         return 2
 
 
+def _repeat(text: str) -> int:
+    """--repeat K: a whole number of emulations, at least one."""
+    try:
+        k = int(text)
+    except ValueError:
+        k = 0
+    if k < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give the number of emulations, 1 or more")
+    return k
+
+
 def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     import tempfile
 
-    from maya.predict import PredictError, predict_folder, predict_median
+    from maya.predict import AUTO_REPEAT, PredictError, predict_folder, predict_median
     from maya.summary import device_value_lines
 
     if (args.source is None) == (not command):
@@ -170,27 +182,42 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     if args.oracle and args.source is None:
         print("maya predict: --oracle replays a recorded folder: add --from DIR", file=sys.stderr)
         return 2
-    if args.repeat < 1 or (args.repeat > 1 and args.source is not None):
-        print("maya predict: --repeat K needs K >= 1 and a command to emulate (not --from)", file=sys.stderr)
+    if args.repeat is not None and args.repeat > 1 and args.source is not None:
+        print("maya predict: --repeat K needs a command to emulate (not --from)", file=sys.stderr)
         return 2
-    if args.source is not None:
-        folders = [args.source]
-    else:
-        out = args.out or Path(tempfile.mkdtemp(prefix="maya-predict-"))
-        folders = [out] if args.repeat == 1 else [out / f"run{k}" for k in range(args.repeat)]
-        for folder in folders:
-            args.out = folder
-            rc = _cmd_emulate(args, command)
-            if rc != 0:
-                print(f"maya predict: the command did not complete under emulation (exit {rc}); nothing to predict",
-                      file=sys.stderr)
-                return rc
+    out = args.source or args.out or Path(tempfile.mkdtemp(prefix="maya-predict-"))
+
+    def emulate(folder: Path) -> int:
+        args.out = folder
+        rc = _cmd_emulate(args, command)
+        if rc != 0:
+            print(f"maya predict: the command did not complete under emulation (exit {rc}); nothing to predict",
+                  file=sys.stderr)
+        return rc
+
     try:
-        if len(folders) > 1:
-            p = predict_median(folders, args.gpu, gpus_per_node=args.gpus_per_node, timeline=args.timeline)
+        if args.source is None and (rc := emulate(out)) != 0:
+            return rc
+        count, first = args.repeat or 1, None
+        if args.repeat in (None, 1):  # the timeline is written below, for the prediction kept
+            p = first = predict_folder(out, args.gpu, gpus_per_node=args.gpus_per_node, oracle=args.oracle)
+            if args.repeat is None and args.source is None and p.host_sensitive:
+                count = AUTO_REPEAT
+        if count == 1:
+            if args.timeline:
+                p = predict_folder(out, args.gpu, gpus_per_node=args.gpus_per_node, oracle=args.oracle,
+                                   timeline=args.timeline)
         else:
-            p = predict_folder(folders[0], args.gpu, gpus_per_node=args.gpus_per_node, oracle=args.oracle,
-                               timeline=args.timeline)
+            if args.repeat is None:
+                print(f"maya predict: the step follows its host {100 * p.sensitivity['host']:.0f}%, and one "
+                      f"emulation's host delays can run up to twice as slow: emulating {count - 1} more times for "
+                      "the median ('--repeat 1' emulates once)", file=sys.stderr)
+            folders = [out, *(out / f"run{k}" for k in range(1, count))]
+            for folder in folders[1:]:
+                if (rc := emulate(folder)) != 0:
+                    return rc
+            p = predict_median(folders, args.gpu, gpus_per_node=args.gpus_per_node, timeline=args.timeline,
+                               known={out: first} if first else None)
     except catalog.UnknownGPU as e:
         print(f"maya: unknown GPU {e.name!r}; see 'maya gpus'", file=sys.stderr)
         return 2
@@ -227,9 +254,6 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     return 0
 
 
-HOST_BOUND = 0.5  # a step that follows its host this much moves with one emulation's noise (docs/accuracy.md)
-
-
 def interval_lines(p: Prediction) -> list[str]:
     """The interval, what widens it, and for a host-bound step what moves it: one emulation's noise (and
     what steadies it), and the GPU servers' own hosts, which no emulation can steady."""
@@ -238,10 +262,11 @@ def interval_lines(p: Prediction) -> list[str]:
     why = (f" (the step follows its host {100 * host:.0f}%, kernels no profile measured {100 * estimated:.0f}%)"
            if p.sensitivity else "")
     lines = [f"  90% interval {low * 1e3:.2f} to {high * 1e3:.2f} ms{why}"]
-    if host >= HOST_BOUND:
-        if len(p.emulations_s) <= 1:
-            lines.append("  note: the step is host-bound, and one emulation's host delays can vary by 10% or more "
-                         "from run to run; 'maya predict --repeat 3' takes the median of three")
+    if p.host_sensitive and len(p.emulations_s) <= 1:
+        lines.append("  note: the step follows its host, and one emulation's host delays can vary by 10% or more "
+                     "from run to run; 'maya predict -- COMMAND' without '--repeat 1' emulates it three times and "
+                     "keeps the median")
+    if p.host_bound:
         lines.append("  note: a host-bound step also differs between servers of one GPU kind (measured: up to a "
                      "third between two 2 x H100 machines; docs/accuracy.md)")
     return lines

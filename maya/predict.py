@@ -43,6 +43,12 @@ from maya.summary import add_counts, approximated_calls
 
 _RANK_FILE = re.compile(r"rank(\d+)\.mayatrace$")
 NUDGE = 0.1  # the relative change by which the step's sensitivity to its host and its estimates is read
+HOST_BOUND = 0.5  # a step that follows its host this much differs between GPU servers' hosts (docs/accuracy.md)
+# A step that follows its host this much moves by more than a few percent with one emulating process's
+# noise, which no reading inside the process follows: maya predict emulates it AUTO_REPEAT times and keeps
+# the median (docs/emulating-machine.md).
+HOST_SENSITIVE = 0.25
+AUTO_REPEAT = 3
 
 
 class PredictError(Exception):
@@ -69,6 +75,18 @@ class Prediction:
     @property
     def fits(self) -> bool:
         return all(p <= self.capacity_bytes for p in self.peak_memory_bytes)
+
+    @property
+    def host_bound(self) -> bool:
+        """Whether the step follows its host by half or more: the GPU servers' own hosts move it."""
+        return self.sensitivity.get("host", 0.0) >= HOST_BOUND
+
+    @property
+    def host_sensitive(self) -> bool:
+        """Whether one emulation's noise moves the step by more than a few percent (a slow emulating
+        process runs every host delay of the job up to twice as long, and makes the step follow its
+        host more)."""
+        return self.sensitivity.get("host", 0.0) >= HOST_SENSITIVE
 
     @property
     def interval_s(self) -> tuple[float, float]:
@@ -249,14 +267,17 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
 
 
 def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | None = None,
-                   timeline: Path | None = None, host: HostModel | None = None) -> Prediction:
+                   timeline: Path | None = None, host: HostModel | None = None,
+                   known: dict[Path, Prediction] | None = None) -> Prediction:
     """The prediction of median step time over several emulations of one job (the lower of the
     two middle ones for an even count; its timeline written), with each one's step time in
-    ``emulations_s``.  Why: the emulating CPU's speed drifts over minutes, so one emulation in a
-    few runs its host delays 20-35% slow while its probe before the job reads as usual."""
+    ``emulations_s`` (``known``: folders already predicted).  Why: one emulating process in a few
+    runs every host delay of the job 20-90% slow while the probe before it reads as usual, and
+    nothing measured inside it follows that (docs/emulating-machine.md)."""
     if not folders:
         raise PredictError("no emulation to predict from")
-    runs = [(predict_folder(f, gpu, gpus_per_node=gpus_per_node, host=host), f) for f in folders]
+    known = known or {}
+    runs = [(known.get(f) or predict_folder(f, gpu, gpus_per_node=gpus_per_node, host=host), f) for f in folders]
     best, folder = sorted(runs, key=lambda run: run[0].step_time_s)[(len(runs) - 1) // 2]
     if timeline is not None:
         best = predict_folder(folder, gpu, gpus_per_node=gpus_per_node, host=host, timeline=timeline)

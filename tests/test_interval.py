@@ -81,8 +81,41 @@ def test_maya_predict_says_how_to_steady_a_host_bound_step():
     from maya.cli import interval_lines
 
     bound = interval_lines(prediction([0.1], sensitivity={"host": 0.8, "estimated": 0.1}))
-    assert "follows its host 80%" in bound[0] and "--repeat 3" in bound[1] and "between servers" in bound[2]
+    assert "follows its host 80%" in bound[0] and "'--repeat 1'" in bound[1] and "between servers" in bound[2]
     assert len(interval_lines(prediction([0.1], sensitivity={"host": 0.2, "estimated": 0.1}))) == 1
+    # A step that follows its host a third: one emulation's noise moves it, the servers' hosts less so.
+    third = interval_lines(prediction([0.1], sensitivity={"host": 0.33, "estimated": 0.1}))
+    assert len(third) == 2 and "'--repeat 1'" in third[1]
     # Repeated emulations steady the emulation's noise, not the servers'.
     repeated = interval_lines(prediction([0.1], [0.1, 0.1, 0.1], sensitivity={"host": 0.8}))
     assert len(repeated) == 2 and "between servers" in repeated[1]
+
+
+@pytest.mark.parametrize("host, repeat, emulations", [(0.8, [], 3), (0.3, [], 3), (0.2, [], 1), (0.8, ["--repeat", "1"], 1),
+                                                      (0.2, ["--repeat", "2"], 2)])
+def test_maya_predict_emulates_a_host_bound_step_three_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str], host: float,
+                                                             repeat: list[str], emulations: int) -> None:
+    """At the default settings, a step that follows its host is emulated twice more and the median kept (one
+    emulating process can run every host delay twice as slow); a device-bound one, once; --repeat decides."""
+    from maya import cli
+
+    done: list[Path] = []
+    step = iter([0.3, 0.1, 0.2])
+
+    def emulate(args, command):
+        done.append(args.out)
+        return 0
+
+    def predict_one(folder, gpu, **kw):
+        return prediction([0.1], sensitivity={"host": host, "estimated": 0.0}) if folder == tmp_path else \
+            Prediction("H100-SXM-80GB", next(step), (0.1,), {}, [1], 2, {}, sensitivity={"host": host})
+
+    monkeypatch.setattr(cli, "_cmd_emulate", emulate)
+    monkeypatch.setattr(predict, "predict_folder", predict_one)
+    assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--json", *repeat, "--out", str(tmp_path), "--",
+                     "python", "train.py"]) == 0
+    out = capsys.readouterr()
+    assert done == [tmp_path, *(tmp_path / f"run{k}" for k in range(1, emulations))]
+    assert len(json.loads(out.out)["emulations_step_time_s"]) == emulations
+    assert ("emulating 2 more times" in out.err) == (emulations == 3 and not repeat)
