@@ -10,8 +10,11 @@ coefficient of variation and worst run over the median, the spread of medians of
 (what ``maya predict --repeat 3`` takes), and how far the emulation's own
 ``maya.cpu_probe`` reading and the emulation just before it (lag-1 autocorrelation, each run
 over its configuration's median) foretell a run: a probe that tracked the noise could correct
-for it, and neighbours alike in time would mean the machine drifts over minutes.  Saves
-benchmarks/results/emulation_noise.json.
+for it, and neighbours alike in time would mean the machine drifts over minutes.  It also
+predicts each run as ``maya predict --repeat 1`` does and reads how much the step follows its
+host (``sensitivity.host``): the spread of those predictions against that sensitivity is what
+sets ``HOST_SENSITIVE`` in ``maya/predict.py``, above which ``maya predict`` emulates three
+times.  Saves benchmarks/results/emulation_noise.json.
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from benchmarks.step_truth import emulate, named
-from maya.predict import prepare
+from maya.predict import predict_folder, prepare
 from maya.predictor.replay.host import steady_step_delays
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +39,7 @@ GPU = "H100-SXM-80GB"
 RESULTS = ROOT / "benchmarks" / "results" / "emulation_noise.json"
 
 
-def summarise(runs: list[dict], names: list[str]) -> dict[str, dict[str, float]]:
+def summarise(runs: list[dict], names: list[str]) -> dict[str, dict[str, Any]]:
     """Per configuration: the quickest steps' median, CV, worst over median, the range of the
     medians of consecutive triples (over the median), and their correlation with the probe."""
     out = {}
@@ -44,7 +48,10 @@ def summarise(runs: list[dict], names: list[str]) -> dict[str, dict[str, float]]
         probes = np.array([r["probe_ns"] or np.nan for r in runs if r["name"] == name])
         triples = [float(np.median(q[i:i + 3])) for i in range(0, len(q) - 2, 3)]
         m = float(np.median(q))
+        step = [r["predicted_ms"] for r in runs if r["name"] == name]
         out[name] = {"runs": len(q), "median_ms": m, "cv": float(q.std() / q.mean()),
+                     "predicted_spread": (max(step) - min(step)) / float(np.median(step)),
+                     "host_sensitivity": [r["host_sensitivity"] for r in runs if r["name"] == name],
                      "worst_over_median": float(q.max() / m),
                      "median_of_3_range": (max(triples) - min(triples)) / m if triples else None,
                      "probe_correlation": float(np.corrcoef(q, probes)[0, 1]) if np.isfinite(probes).all() else None}
@@ -64,12 +71,16 @@ def main() -> int:
     for k in range(a.runs):
         for name in names:
             t0 = time.time()
-            job = prepare(emulate(known[name].argv, GPU, 1, work / name / f"run{k}"), GPU)
+            folder = emulate(known[name].argv, GPU, 1, work / name / f"run{k}")
+            job = prepare(folder, GPU)
             totals = steady_step_delays(job.traces[0])[2]
+            p = predict_folder(folder, GPU)
             runs.append({"name": name, "run": k, "started": t0, "probe_ns": job.host_probe_ns,
-                         "quickest_ms": min(totals) / 1e6, "steps_ms": [x / 1e6 for x in totals]})
+                         "quickest_ms": min(totals) / 1e6, "steps_ms": [x / 1e6 for x in totals],
+                         "predicted_ms": p.step_time_s * 1e3, "host_sensitivity": p.sensitivity["host"]})
             print(f"{name:10s} run {k:2d}  quickest steady step {runs[-1]['quickest_ms']:6.2f} ms of delays  "
-                  f"probe {job.host_probe_ns or float('nan'):7.1f} ns", flush=True)
+                  f"probe {job.host_probe_ns or float('nan'):7.1f} ns  predicted {p.step_time_s * 1e3:6.2f} ms, "
+                  f"follows its host {p.sensitivity['host']:.0%}", flush=True)
     summary = summarise(runs, names)
     typical = {n: s["median_ms"] for n, s in summary.items()}
     seq = np.array([r["quickest_ms"] / typical[r["name"]] for r in runs])
@@ -77,7 +88,9 @@ def main() -> int:
     for name, s in summary.items():
         print(f"{name:10s} median {s['median_ms']:6.2f} ms  CV {s['cv']:.1%}  worst {s['worst_over_median']:.2f}x  "
               f"medians of 3 within {s['median_of_3_range'] or 0:.1%}  probe correlation "
-              f"{s['probe_correlation'] if s['probe_correlation'] is not None else float('nan'):+.2f}")
+              f"{s['probe_correlation'] if s['probe_correlation'] is not None else float('nan'):+.2f}  "
+              f"predictions spread {s['predicted_spread']:.1%}, following the host "
+              f"{min(s['host_sensitivity']):.0%}-{max(s['host_sensitivity']):.0%}")
     print(f"lag-1 autocorrelation of consecutive emulations: {lag1:+.2f}" if lag1 is not None else "")
     RESULTS.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv), "gpu": GPU,
                                    "summary": summary, "lag1_autocorrelation": lag1, "runs": runs}, indent=1) + "\n")

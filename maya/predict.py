@@ -47,7 +47,7 @@ HOST_BOUND = 0.5  # a step that follows its host this much differs between GPU s
 # A step that follows its host this much moves by more than a few percent with one emulating process's
 # noise, which no reading inside the process follows: maya predict emulates it AUTO_REPEAT times and keeps
 # the median (docs/emulating-machine.md).
-HOST_SENSITIVE = 0.25
+HOST_SENSITIVE = 0.1
 AUTO_REPEAT = 3
 
 

@@ -11,7 +11,7 @@ warm-up as measured), DDP ones under ``torch.distributed.run`` on two emulated
 GPUs of one node; the H100 and the H200 run the same sm_90 kernels, so the one
 emulation is predicted for every GPU configuration measured, as ``maya
 predict`` does at its default settings (the GPU's calibrated host model; a
-step that follows its host by a quarter or more emulated twice more, into
+step that follows its host by a tenth or more emulated twice more, into
 ``run0b`` and ``run0c``, the median kept): that figure is the headline, one
 answer per question.  ``--repeatability`` asks the question of the workloads
 named ``--repeat`` times in all, the same way, and reports how far the
@@ -270,7 +270,7 @@ def markdown(doc: dict[str, Any]) -> str:
              f"Ground truth: `{doc['truth']}` (suite frozen {doc['frozen']}); each workload emulated on "
              f"{doc['emulated_gpu']}, {doc['steps']} timed steps, and predicted for every configuration measured "
              "as `maya predict` does at its default settings: from one emulation, and where that one's step "
-             "follows its host by a quarter or more, from three, their median (\"median of 3\").", "",
+             "follows its host by a tenth or more, from three, their median (\"median of 3\").", "",
              "Never fitted on: these figures are apart from the calibration cases' "
              "(`benchmarks/results/step_accuracy.json`).", "",
              "| cases | predicted | median abs error | max abs error | within 3% | within 8% |",
@@ -309,7 +309,7 @@ def markdown(doc: dict[str, Any]) -> str:
     if rep:
         st = s["repeatability"]
         lines += ["", f"Repeatability: the same question asked {doc['repeat']} times, each as `maya predict` asks it "
-                  "(one emulation, three where the step follows its host by a quarter or more); spread = (max - min) / "
+                  "(one emulation, three where the step follows its host by a tenth or more); spread = (max - min) / "
                   f"median of the predicted step times: median {_abs_pct(st['median_spread'])}, max "
                   f"{_abs_pct(st['max_spread'])}, {st['within_3pct']} of {st['questions']} within 3%.", "", "| workload | GPU | GPUs | predicted ms | spread |",
                   "|---|---|---|---|---|"]
