@@ -14,7 +14,8 @@ for it, and neighbours alike in time would mean the machine drifts over minutes.
 predicts each run as ``maya predict --repeat 1`` does and reads how much the step follows its
 host (``sensitivity.host``): the spread of those predictions against that sensitivity is what
 sets ``HOST_SENSITIVE`` in ``maya/predict.py``, above which ``maya predict`` emulates three
-times.  Saves benchmarks/results/emulation_noise.json.
+times.  Saves benchmarks/results/emulation_noise.json (``--save``: elsewhere; that file feeds the
+interval table, ``benchmarks/calibration/uncertainty.py``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10, help="emulations per configuration (default %(default)s)")
     ap.add_argument("--configs", default="cnn-w32,gpt-s512", help="measured configurations (default %(default)s)")
     ap.add_argument("--work", type=Path, default=None, help="emulations kept here (reused when present)")
+    ap.add_argument("--save", type=Path, default=RESULTS,
+                    help="results file (default %(default)s, which maya predict's interval table reads)")
     a = ap.parse_args()
     names = a.configs.split(",")
     known = named(GPU, names)
@@ -92,9 +95,9 @@ def main() -> int:
               f"predictions spread {s['predicted_spread']:.1%}, following the host "
               f"{min(s['host_sensitivity']):.0%}-{max(s['host_sensitivity']):.0%}")
     print(f"lag-1 autocorrelation of consecutive emulations: {lag1:+.2f}" if lag1 is not None else "")
-    RESULTS.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv), "gpu": GPU,
+    a.save.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv), "gpu": GPU,
                                    "summary": summary, "lag1_autocorrelation": lag1, "runs": runs}, indent=1) + "\n")
-    print(f"saved {RESULTS.relative_to(ROOT)}")
+    print(f"saved {a.save}")
     return 0
 
 
