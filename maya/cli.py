@@ -80,8 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--out", type=Path, default=None, help="where the emulation's traces go (default: a temporary folder)")
     q.add_argument("--repeat", type=_repeat, default=None, metavar="K",
                    help="emulate K times (the first into DIR, the others into DIR/run1...) and keep the median "
-                   "prediction, K times the emulation time (default: once, and twice more when the step is "
-                   "host-bound, whose host delays one emulation can run up to twice as slow)")
+                   "prediction, K times the emulation time (default: once, and twice more when the step follows its "
+                   "host a tenth or more, whose host delays one emulation can run up to twice as slow)")
     q.add_argument("--from", dest="source", type=Path, default=None, help="replay this folder instead of emulating")
     q.add_argument("--oracle", action="store_true", help="with --from: use the recorded device times")
     q.add_argument("--json", action="store_true", help="print one JSON object")
@@ -255,8 +255,8 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def interval_lines(p: Prediction) -> list[str]:
-    """The interval, what widens it, and for a host-bound step what moves it: one emulation's noise (and
-    what steadies it), and the GPU servers' own hosts, which no emulation can steady."""
+    """The interval, what widens it, and for a step that follows its host what moves it: one emulation's
+    noise (and what steadies it), and the GPU servers' own hosts, which no emulation can steady."""
     low, high = p.interval_s
     host, estimated = p.sensitivity.get("host", 0.0), p.sensitivity.get("estimated", 0.0)
     why = (f" (the step follows its host {100 * host:.0f}%, kernels no profile measured {100 * estimated:.0f}%)"
