@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.step_truth import emulate, named
-from maya.predict import predict_folder, prepare
+from maya.predict import predict_folder, rank_traces
 from maya.predictor.replay.host import steady_step_delays
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,14 +75,14 @@ def main() -> int:
         for name in names:
             t0 = time.time()
             folder = emulate(known[name].argv, GPU, 1, work / name / f"run{k}")
-            job = prepare(folder, GPU)
-            totals = steady_step_delays(job.traces[0])[2]
+            probe_ns = json.loads((folder / "summary.json").read_text()).get("host_probe_ns")
+            totals = steady_step_delays(rank_traces(folder)[0])[2]
             p = predict_folder(folder, GPU)
-            runs.append({"name": name, "run": k, "started": t0, "probe_ns": job.host_probe_ns,
+            runs.append({"name": name, "run": k, "started": t0, "probe_ns": probe_ns,
                          "quickest_ms": min(totals) / 1e6, "steps_ms": [x / 1e6 for x in totals],
                          "predicted_ms": p.step_time_s * 1e3, "host_sensitivity": p.sensitivity["host"]})
             print(f"{name:10s} run {k:2d}  quickest steady step {runs[-1]['quickest_ms']:6.2f} ms of delays  "
-                  f"probe {job.host_probe_ns or float('nan'):7.1f} ns  predicted {p.step_time_s * 1e3:6.2f} ms, "
+                  f"probe {probe_ns or float('nan'):7.1f} ns  predicted {p.step_time_s * 1e3:6.2f} ms, "
                   f"follows its host {p.sensitivity['host']:.0%}", flush=True)
     summary = summarise(runs, names)
     typical = {n: s["median_ms"] for n, s in summary.items()}

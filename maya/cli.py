@@ -198,16 +198,11 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     try:
         if args.source is None and (rc := emulate(out)) != 0:
             return rc
-        count, first = args.repeat or 1, None
-        if args.repeat in (None, 1):  # the timeline is written below, for the prediction kept
-            p = first = predict_folder(out, args.gpu, gpus_per_node=args.gpus_per_node, oracle=args.oracle)
-            if args.repeat is None and args.source is None and p.host_sensitive:
-                count = AUTO_REPEAT
-        if count == 1:
-            if args.timeline:
-                p = predict_folder(out, args.gpu, gpus_per_node=args.gpus_per_node, oracle=args.oracle,
-                                   timeline=args.timeline)
-        else:
+        once = args.source is not None or args.repeat == 1  # known before predicting: the timeline is this one's
+        p = predict_folder(out, args.gpu, gpus_per_node=args.gpus_per_node, oracle=args.oracle,
+                           timeline=args.timeline if once else None)
+        count = args.repeat or (AUTO_REPEAT if args.source is None and p.host_sensitive else 1)
+        if count > 1:
             if args.repeat is None:
                 print(f"maya predict: the step follows its host {100 * p.sensitivity['host']:.0f}%, and one "
                       f"emulation's host delays can run up to twice as slow: emulating {count - 1} more times for "
@@ -217,7 +212,9 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
                 if (rc := emulate(folder)) != 0:
                     return rc
             p = predict_median(folders, args.gpu, gpus_per_node=args.gpus_per_node, timeline=args.timeline,
-                               known={out: first} if first else None)
+                               known={out: p})
+        elif args.timeline and not once:
+            p = predict_folder(out, args.gpu, gpus_per_node=args.gpus_per_node, timeline=args.timeline)
     except catalog.UnknownGPU as e:
         print(f"maya: unknown GPU {e.name!r}; see 'maya gpus'", file=sys.stderr)
         return 2

@@ -362,14 +362,15 @@ def main() -> int:
                   f"{_pct(r['error']):>7}  memory {_pct(r['memory_error']):>7}  (emulated in {emulated['wall_s']} s)"
                   + (f"  {r['note'][:160]}" if r.get("note") else ""), flush=True)
         if w.name in again and emulated["exit_code"] == 0:
-            asked = [(folder, emulated, more), *(ask(w, k, work, a.steps, a.timeout_s) for k in range(1, a.repeat))]
+            asked = [ask(w, k, work, a.steps, a.timeout_s) for k in range(1, a.repeat)]
             for t in truths:
-                preds = [r["predicted_s"] for f, e, m in asked for r in predict_all(w, [t], f, e, a.steps, m)]
+                first = next(r["predicted_s"] for r in got if (r["gpu"], r["gpus"]) == (t.gpu, t.gpus))
+                preds = [first, *(r["predicted_s"] for f, e, m in asked for r in predict_all(w, [t], f, e, a.steps, m))]
                 ok = [p for p in preds if p is not None]
                 repeatability.append({"workload": w.name, "gpu": t.gpu, "gpus": t.gpus, "predicted_s": preds,
                                       "spread": repeat_spread(ok) if len(ok) > 1 else None,
                                       "errors": [error(p, t.step_s) for p in preds]})
-                print(f"{w.name:20} {t.gpu:15} x{t.gpus}  asked {len(asked)} times: "
+                print(f"{w.name:20} {t.gpu:15} x{t.gpus}  asked {len(preds)} times: "
                       f"{', '.join(_ms(p) for p in preds)} ms, spread {_abs_pct(repeatability[-1]['spread'])}",
                       flush=True)
     summary = summarize(rows)
