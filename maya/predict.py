@@ -100,7 +100,7 @@ class Prediction:
         u = _uncertainty()
         host_q90 = u["host_q90"].get(self.gpu, max(u["host_q90"].values()))
         host = self.sensitivity.get("host", 0.0)
-        emulation = u["emulation_q90"] * host if len(self.emulations_s) <= 1 else 0.0  # several: in their spread
+        emulation = emulation_noise(host) if len(self.emulations_s) <= 1 else 0.0  # several: in their spread
         half = math.hypot(u["method_q90"], spread, host_q90 * host, emulation,
                           u["kernel_q90"] * self.sensitivity.get("estimated", 0.0))
         return self.step_time_s * max(0.0, 1 - half), self.step_time_s * (1 + half)
@@ -115,6 +115,12 @@ class Prediction:
                 "sensitivity": self.sensitivity,
                 "collective_models": self.collective_models, "approximated": self.approximated,
                 "device_values": self.device_values}
+
+
+def emulation_noise(host_sensitivity: float) -> float:
+    """The half-width (relative, 90%) that one emulation's host noise adds to a step following its host
+    by ``host_sensitivity``; a median of several emulations carries their spread instead."""
+    return float(_uncertainty()["emulation_q90"]) * host_sensitivity
 
 
 def rank_traces(folder: Path) -> list[Trace]:

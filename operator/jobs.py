@@ -53,9 +53,10 @@ echo $code > {EXIT_FILE}.tmp && mv {EXIT_FILE}.tmp {EXIT_FILE}
 
 def request_id(plan: Plan, req: Request) -> str:
     """Names a Job after what it emulates: a restarted operator finds the same name for the same work."""
-    text = json.dumps({"argv": req.program.argv, "per_node": req.program.gpus_per_node, "nodes": req.program.nodes,
-                       "gpu": req.gpu, "predict": req.predict_for, "image": plan.image,
-                       "env": sorted(plan.env.items()), "steps": plan.emulation.get("steps")})
+    what = {"argv": req.program.argv, "per_node": req.program.gpus_per_node, "nodes": req.program.nodes,
+            "gpu": req.gpu, "predict": req.predict_for, "image": plan.image,
+            "env": sorted(plan.env.items()), "steps": plan.emulation.get("steps")}
+    text = json.dumps(what | ({"run": req.run} if req.run else {}))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -65,13 +66,14 @@ def job_name(plan_name: str, rid: str) -> str:
 
 def request_json(req: Request) -> str:
     return json.dumps({"argv": list(req.program.argv), "gpusPerNode": req.program.gpus_per_node,
-                       "nodes": req.program.nodes, "gpu": req.gpu, "predictFor": list(req.predict_for)})
+                       "nodes": req.program.nodes, "gpu": req.gpu, "predictFor": list(req.predict_for),
+                       "run": req.run})
 
 
 def request_from_json(text: str) -> Request:
     d = json.loads(text)
     return Request(Program(tuple(d["argv"]), int(d["gpusPerNode"]), int(d["nodes"])), d["gpu"],
-                   tuple(d["predictFor"]))
+                   tuple(d["predictFor"]), int(d.get("run", 0)))
 
 
 def _quantity_times(value: str, n: int) -> str:

@@ -77,7 +77,7 @@ def reconcile(plan: Plan, meta: dict[str, Any], jobs: list[dict[str, Any]], pods
         wanted_ids[request_id(plan, req)] = req
         result = next((r for pod in by_job.get(name, []) if (r := pod_result(pod)) is not None), None)
         if result is None:
-            search.requested.add((req.program, req.gpu))
+            search.running(req)
             running += 1
             waiting_on_predictor |= any(_train_done(p) for p in by_job.get(name, []))
             continue
@@ -96,7 +96,7 @@ def reconcile(plan: Plan, meta: dict[str, Any], jobs: list[dict[str, Any]], pods
         step.settled = True
         return step
     phase = "Predicting" if waiting_on_predictor else ("Emulating" if running else "Pending")
-    done = sum(1 for _ in search.done)
+    done = search.completed()
     step.status = {
         "phase": phase, "observedGeneration": generation, "search": search.method,
         "searchedCandidates": len(search.candidates) + len(search.skipped),

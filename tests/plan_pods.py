@@ -136,7 +136,7 @@ def complete_pods(api: client.ApiClient, ns: str, run: PlanRun, limit: int | Non
 
     def succeeded(job: dict[str, Any]) -> dict[str, Any]:
         req = request_from_json(job["metadata"]["annotations"][ANNOTATION_REQUEST])
-        key = run.keys[(req.program, req.gpu)]
+        key = run.keys[(req.program, req.gpu, req.run)]
         preds = {g: run.cache.prediction(key, g) for g in req.predict_for}
         message = compact(run.cache.result(key), {g: p for g, p in preds.items() if p})
         return {"phase": "Succeeded", "containerStatuses": [

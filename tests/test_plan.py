@@ -14,7 +14,7 @@ from maya.plan.candidates import enumerate_candidates, launch_command, program_o
 from maya.plan.choose import choose
 from maya.plan.evaluate import memory_verdict
 from maya.plan.schema import CANDIDATE_SCHEMA
-from maya.plan.search import Search, skipped_outcomes
+from maya.plan.search import Request, Search, skipped_outcomes
 from maya.plan.spec import PlanError, load, parse, parse_duration
 from maya.plan.status import status
 
@@ -160,6 +160,57 @@ def test_one_emulation_per_program_serves_both_gpus_and_oom_prunes_larger_micro_
     assert by[(H200, 1, 64, False)].status == "oom" and by[(H100, 1, 64, False)].status == "oom"
     assert by[(H100, 1, 16, False)].prediction["stepTimeSeconds"] == pytest.approx(0.30)
     assert by[(H200, 1, 16, False)].prediction["stepTimeSeconds"] == pytest.approx(0.27)
+
+
+def host_bound_drive(search: Search, host: float, steps: dict[int, float], fail: int | None = None) -> list[Request]:
+    """Answers every request with micro-batch 16's step ``steps[run]`` (following its host by ``host``); run ``fail``
+    fails.  Returns the requests in the order asked."""
+    asked = []
+    while not search.finished():
+        for req in search.next(4):
+            asked.append(req)
+            if req.run == fail:
+                search.record(req, {"status": "failed", "exitCode": 1, "error": "killed"}, {})
+                continue
+            preds = {g: {**pred(steps[req.run]), "hostSensitivity": host} for g in req.predict_for}
+            search.record(req, ok(30), preds, key=f"k{req.run}")
+    return asked
+
+
+ONE_PROGRAM = {"batch": {"global": 16, "microBatchArg": "--batch", "microBatches": [16]},
+               "resources": [{"gpu": H100}], "knobs": []}
+
+
+def test_a_host_bound_program_is_emulated_three_times_and_judged_on_the_median():
+    search = Search(parse(doc(**ONE_PROGRAM)))
+    asked = host_bound_drive(search, 0.3, {0: 0.40, 1: 0.30, 2: 0.34})
+    assert [r.run for r in asked] == [0, 1, 2] and {r.gpu for r in asked} == {H100}
+    assert search.emulations == {"ran": 3, "failed": 0, "reused": 0} and search.needed() == search.completed() == 3
+    [(_, o)] = search.outcomes()
+    p = o.prediction
+    assert p["stepTimeSeconds"] == 0.34 and p["emulationsStepTimeSeconds"] == [0.30, 0.34, 0.40]
+    # The interval takes their spread (+-0.05 s) in place of one emulation's noise: wider than one run's +-3%.
+    assert p["stepTimeSecondsLow"] < 0.34 - 0.05 and p["stepTimeSecondsHigh"] > 0.34 + 0.05
+    row = choose(search.plan, search.outcomes()).recommendation
+    assert row is not None and row.step_s == 0.34
+
+
+@pytest.mark.parametrize("host, repeats, runs", [(0.05, None, 1), (0.3, 1, 1), (0.05, 2, 2), (0.9, None, 3)])
+def test_how_many_emulations_a_program_gets(host, repeats, runs):
+    emulation = {"repeats": repeats} if repeats else {}
+    search = Search(parse(doc(**ONE_PROGRAM, emulation=emulation)))
+    asked = host_bound_drive(search, host, {0: 0.40, 1: 0.30, 2: 0.34})
+    assert [r.run for r in asked] == list(range(runs))
+    assert search.outcomes()[0][1].prediction["stepTimeSeconds"] == sorted([0.40, 0.30, 0.34][:runs])[(runs - 1) // 2]
+
+
+def test_a_further_run_that_fails_leaves_the_median_of_the_others():
+    search = Search(parse(doc(**ONE_PROGRAM)))
+    host_bound_drive(search, 0.3, {0: 0.40, 1: 0.30}, fail=2)
+    assert search.emulations == {"ran": 3, "failed": 1, "reused": 0} and not search.stopped
+    [(_, o)] = search.outcomes()
+    assert o.status == "ok" and o.prediction["emulationsStepTimeSeconds"] == [0.30, 0.40]
+    assert o.prediction["stepTimeSeconds"] == 0.30  # the lower middle of an even count, as maya predict keeps
 
 
 def test_an_oom_micro_batch_prunes_the_larger_ones_before_they_run():

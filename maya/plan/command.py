@@ -47,9 +47,7 @@ def _write_report(run: PlanRun, status: dict[str, object], folder: Path, err: Co
     rec = run.choice.recommendation
     if rec is not None:
         program = run.search.program[rec.candidate]
-        source = next((run.folder_of(program, g) for (p, g) in run.keys if p == program
-                       and run.folder_of(program, g) is not None and (run.search.done.get((p, g)))
-                       and rec.candidate.gpu in run.search.done[(p, g)].predictions), None)
+        source = run.source_of(rec)
         if source is not None:
             try:
                 predict_folder(source, rec.candidate.gpu, gpus_per_node=program.gpus_per_node,

@@ -7,11 +7,18 @@ verdict on its own and where it comes so close to a smaller GPU's capacity
 that only an emulation on that GPU can tell (the caching allocator frees and
 retries near its limit).  :func:`predict_gpus` is what an emulation pod's
 predictor runs in the cluster, so its output is small JSON.
+
+A step that follows its host a tenth or more moves with one emulating
+process's noise (``docs/emulating-machine.md``): :func:`runs_wanted` asks for
+two more emulations of such a program, as ``maya predict`` does, and
+:func:`median_prediction` keeps their median, so candidates are not ranked
+on one emulation's noise.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,5 +125,39 @@ def predict_gpus(folder: Path, gpus: Sequence[str], gpus_per_node: int) -> dict[
         js = p.to_json()
         out[gpu] = {"stepTimeSeconds": p.step_time_s, "stepTimeSecondsLow": js.get("step_time_low_s"),
                     "stepTimeSecondsHigh": js.get("step_time_high_s"), "steps": list(p.steps_s),
-                    "peakMemoryBytes": max(p.peak_memory_bytes, default=0), "breakdown": p.breakdown}
+                    "peakMemoryBytes": max(p.peak_memory_bytes, default=0), "breakdown": p.breakdown,
+                    "hostSensitivity": round(p.sensitivity.get("host", 0.0), 4)}
     return out
+
+
+def runs_wanted(predictions: dict[str, dict[str, Any]], repeats: int | None) -> int:
+    """Emulations of one program on one GPU: ``repeats`` where the plan sets it, else ``maya predict``'s rule
+    (``AUTO_REPEAT`` where the first one's step follows its host ``HOST_SENSITIVE`` or more on any GPU)."""
+    from maya.predict import AUTO_REPEAT, HOST_SENSITIVE
+
+    if repeats is not None:
+        return repeats
+    sensitive = any(float(p.get("hostSensitivity") or 0.0) >= HOST_SENSITIVE for p in predictions.values()
+                    if "error" not in p)
+    return AUTO_REPEAT if sensitive else 1
+
+
+def median_prediction(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One GPU's prediction over several emulations of a program: the one of median step time (the lower
+    middle for an even count), its interval taking their spread in place of one emulation's noise (as
+    ``maya predict`` does), and each one's step time in ``emulationsStepTimeSeconds``."""
+    from maya.predict import emulation_noise
+
+    ok = sorted((p for p in runs if "error" not in p and p.get("stepTimeSeconds")), key=lambda p: p["stepTimeSeconds"])
+    if len(ok) < 2:
+        return dict(ok[0] if ok else runs[0])
+    best = dict(ok[(len(ok) - 1) // 2])
+    step = float(best["stepTimeSeconds"])
+    times = [float(p["stepTimeSeconds"]) for p in ok]
+    best["emulationsStepTimeSeconds"] = times
+    if best.get("stepTimeSecondsHigh"):
+        single = float(best["stepTimeSecondsHigh"]) / step - 1
+        noise = emulation_noise(float(best.get("hostSensitivity") or 0.0))
+        half = math.hypot(math.sqrt(max(0.0, single**2 - noise**2)), (max(times) - min(times)) / 2 / step)
+        best["stepTimeSecondsLow"], best["stepTimeSecondsHigh"] = step * max(0.0, 1 - half), step * (1 + half)
+    return best

@@ -19,7 +19,7 @@ from typing import Any
 from maya.emulate import find_library
 from maya.plan.cache import Cache, emulation_key
 from maya.plan.candidates import is_python
-from maya.plan.choose import Choice, choose
+from maya.plan.choose import Choice, Row, choose
 from maya.plan.evaluate import predict_gpus, run_result
 from maya.plan.search import Request, Search, skipped_outcomes
 from maya.plan.spec import Plan
@@ -31,7 +31,7 @@ class PlanRun:
     plan: Plan
     search: Search
     choice: Choice
-    keys: dict[tuple[Any, str], str]  # (program, emulated GPU) -> cache key
+    keys: dict[tuple[Any, str, int], str]  # (program, emulated GPU, run) -> cache key
     cache: Cache
     seconds: float
 
@@ -40,9 +40,14 @@ class PlanRun:
                       emulations={**self.search.emulations, "needed": self.search.needed()},
                       search=self.search.method, limit=limit)
 
-    def folder_of(self, program: Any, gpu: str) -> Path | None:
-        key = self.keys.get((program, gpu))
-        return self.cache.folder(key) if key else None
+    def source_of(self, row: Row) -> Path | None:
+        """The emulation behind a candidate's prediction (of several runs of its program, the median's)."""
+        program = self.search.program[row.candidate]
+        for (p, _gpu, _run), key in self.keys.items():
+            pred = self.cache.prediction(key, row.candidate.gpu) if p == program else None
+            if pred and row.step_s is not None and pred.get("stepTimeSeconds") == row.step_s:
+                return self.cache.folder(key)
+        return None
 
 
 Progress = Callable[[str], None]
@@ -81,7 +86,7 @@ def plan_locally(plan: Plan, cwd: Path, *, cache: Cache | None = None, progress:
     started = time.monotonic()
     search = Search(plan)
     library = find_library()
-    keys: dict[tuple[Any, str], str] = {}
+    keys: dict[tuple[Any, str, int], str] = {}
     say(f"{len(search.candidates)} candidates ({len(search.skipped)} skipped); search: {search.method}")
     count = 0
     while not search.finished():
@@ -90,11 +95,14 @@ def plan_locally(plan: Plan, cwd: Path, *, cache: Cache | None = None, progress:
             break
         for req in requests:
             count += 1
+            run = {"run": str(req.run)} if req.run else {}  # a further run of a host-sensitive program
             key = emulation_key(req.program.emulation_command(), req.program.gpus_per_node, req.program.nodes,
-                                req.gpu, cwd, dict(plan.env) | {"steps": str(plan.emulation.get("steps", ""))},
+                                req.gpu, cwd, dict(plan.env) | {"steps": str(plan.emulation.get("steps", ""))} | run,
                                 library)
-            keys[(req.program, req.gpu)] = key
+            keys[(req.program, req.gpu, req.run)] = key
             what = f"{req.program.ranks} rank(s) on {req.gpu}: {' '.join(req.program.argv[1:])}"
+            if req.run:
+                what += f" (again, run {req.run + 1}: its step follows its host, so the median counts)"
             result = cache.result(key)
             reused = result is not None
             if result is None:

@@ -126,12 +126,15 @@ SPEC_SCHEMA: dict[str, Any] = {
         "emulation": {
             "type": "object",
             "additionalProperties": False,
-            "description": "How emulation pods run (cluster only).",
+            "description": "How emulation pods run (cpu, memory, timeoutSeconds: cluster only).",
             "properties": {
                 "cpu": {**_INT_OR_STRING, "description": "CPU request and limit per emulated rank (default 1)."},
                 "memory": {**_INT_OR_STRING, "description": "Memory request and limit of a pod (default 8Gi)."},
                 "timeoutSeconds": {**_POSITIVE, "default": 1800, "description": "Active deadline of a pod."},
                 "steps": {**_POSITIVE, "description": "If set, append '--steps N' to shorten the emulated run."},
+                "repeats": {**_POSITIVE, "maximum": 9,
+                            "description": "Emulations per program and GPU, ranked on their median. Unset: one, "
+                                           "or three where the step follows its host a tenth or more."},
             },
         },
     },
@@ -167,6 +170,8 @@ CANDIDATE_SCHEMA: dict[str, Any] = {
         "stepTimeSeconds": _NUMBER_OR_NULL,
         "stepTimeSecondsLow": _NUMBER_OR_NULL,
         "stepTimeSecondsHigh": _NUMBER_OR_NULL,
+        "emulationsStepTimeSeconds": {"type": "array", "items": {"type": "number"},
+                                      "description": "Each emulation's step time, where the step is their median."},
         "peakMemoryBytes": {"type": ["integer", "null"]},
         "capacityBytes": {"type": "integer"},
         "costPerStepUSD": _NUMBER_OR_NULL,

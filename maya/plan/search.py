@@ -13,7 +13,10 @@ capacity.  Smallest micro-batches run first, so that one that runs out of
 memory prunes the larger ones with the same knobs and shape (and GPUs with
 no more memory).  Spaces larger than ``search.exhaustiveUpTo`` are sampled
 by optuna (TPE or CMA-ES, with memory and deadline as constraints) under a
-budget of ``search.maxEmulations`` emulations.
+budget of ``search.maxEmulations`` emulations.  A program whose first
+emulation says its step follows its host is emulated again (``run`` 1, 2 of
+the same program and GPU, :func:`maya.plan.evaluate.runs_wanted`) and its
+candidates judged on the median (:func:`maya.plan.evaluate.median_prediction`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from maya.plan.candidates import Candidate, Program, Skipped, enumerate_candidates, program_of
-from maya.plan.evaluate import Outcome, architecture, memory_verdict, usable_bytes
+from maya.plan.evaluate import Outcome, architecture, median_prediction, memory_verdict, runs_wanted, usable_bytes
 from maya.plan.spec import Plan
 
 
@@ -34,6 +37,7 @@ class Request:
     program: Program
     gpu: str
     predict_for: tuple[str, ...]
+    run: int = 0  # 0: the first emulation of program on gpu; 1, 2...: the further ones its host noise asks for
 
 
 @dataclass
@@ -42,6 +46,7 @@ class _Done:
     predictions: dict[str, dict[str, Any]]
     key: str
     reused: bool
+    predict_for: tuple[str, ...] = ()
 
 
 class Search:
@@ -54,6 +59,7 @@ class Search:
             self._groups.setdefault((self.program[c], architecture(c.gpu)), []).append(c)
         self.done: dict[tuple[Program, str], _Done] = {}
         self.requested: set[tuple[Program, str]] = set()
+        self.again: dict[tuple[Program, str, int], _Done | None] = {}  # further runs: None while running
         self.pruned: dict[Candidate, str] = {}
         self.emulations = {"ran": 0, "failed": 0, "reused": 0}
         self.stopped = ""  # why the search ended early
@@ -79,8 +85,14 @@ class Search:
         """Up to ``limit`` emulations that can run now (none: wait for running ones, or the search is over)."""
         if self.stopped:
             return []
+        more = self._further_runs()[:limit]
+        for req in more:
+            self.again[(req.program, req.gpu, req.run)] = None
+        limit -= len(more)
+        if limit <= 0:
+            return more
         if self._sampler is not None:
-            return self._sampler.next(limit)
+            return more + self._sampler.next(limit)
         out: list[Request] = []
         busy = self._in_flight()
         for (program, arch), members in sorted(self._groups.items(), key=lambda kv: _order(kv[1][0])):
@@ -98,7 +110,25 @@ class Search:
                 busy.add(chain)
         for req in out:
             self.requested.add((req.program, req.gpu))
+        return more + out
+
+    def _further_runs(self) -> list[Request]:
+        """The further emulations that finished first ones ask for and nobody requested yet."""
+        out = []
+        for (program, gpu), done in self.done.items():
+            if done.result["status"] != "ok":
+                continue
+            for run in range(1, runs_wanted(done.predictions, self.plan.repeats)):
+                if (program, gpu, run) not in self.again:
+                    out.append(Request(program, gpu, done.predict_for or tuple(done.predictions), run))
         return out
+
+    def running(self, req: Request) -> None:
+        """``req`` is running (the operator found its Job still at work)."""
+        if req.run:
+            self.again.setdefault((req.program, req.gpu, req.run), None)
+        else:
+            self.requested.add((req.program, req.gpu))
 
     def _in_flight(self) -> set[tuple[Any, ...]]:
         """The chains (knobs and shape: all but the micro-batch) with an emulation requested and not done."""
@@ -124,10 +154,12 @@ class Search:
 
     def finished(self) -> bool:
         """True when no emulation is running or still wanted."""
-        if any(key not in self.done for key in self.requested):
+        if any(key not in self.done for key in self.requested) or None in self.again.values():
             return False
         if self.stopped:
             return True
+        if self._further_runs():
+            return False
         if self._sampler is not None:
             return self._sampler.exhausted
         return not any(self._wanted(p, a) for (p, a) in self._groups)
@@ -136,11 +168,15 @@ class Search:
     def record(self, req: Request, result: dict[str, Any], predictions: dict[str, dict[str, Any]], *, key: str = "",
                reused: bool = False) -> None:
         """The result of ``req`` (see :func:`maya.plan.evaluate.run_result`) and its predictions by GPU."""
-        self.requested.add((req.program, req.gpu))
-        self.done[(req.program, req.gpu)] = _Done(result, predictions, key, reused)
+        done = _Done(result, predictions, key, reused, req.predict_for)
         self.emulations["reused" if reused else "ran"] += 1
+        self.emulations["failed"] += result["status"] == "failed"
+        if req.run:  # a further run only adds its predictions to the median
+            self.again[(req.program, req.gpu, req.run)] = done
+            return
+        self.requested.add((req.program, req.gpu))
+        self.done[(req.program, req.gpu)] = done
         if result["status"] == "failed":
-            self.emulations["failed"] += 1
             if self.emulations["failed"] == self.emulations["ran"] + self.emulations["reused"]:
                 # Every emulation so far failed: the script or its image is broken; one error, not one per candidate.
                 self.stop("not run: the script failed under emulation (see the failed candidate)")
@@ -166,8 +202,9 @@ class Search:
         program, arch, capacity = self.program[c], architecture(c.gpu), usable_bytes(c.gpu)
         # Its own emulation, else its group's on a GPU of the same architecture with at least its memory.
         mine = self.done.get((program, c.gpu))
-        done = mine or next((d for (p, g), d in self.done.items()
-                             if p == program and architecture(g) == arch and usable_bytes(g) >= capacity), None)
+        gpu, done = (c.gpu, mine) if mine else next(
+            ((g, d) for (p, g), d in self.done.items()
+             if p == program and architecture(g) == arch and usable_bytes(g) >= capacity), (c.gpu, None))
         if done is None:
             reason = self.pruned.get(c) or self.stopped or (
                 "not sampled: the search spent its emulation budget" if self.sampled else "not evaluated")
@@ -184,18 +221,30 @@ class Search:
         if verdict == "near":
             return Outcome("pruned", f"peak memory near the capacity of {c.gpu}: needs an emulation on it",
                            peak_bytes=peak)
-        pred = done.predictions.get(c.gpu)
+        pred = self.prediction(program, gpu, c.gpu)
         if not pred or "error" in pred:
             return Outcome("failed", (pred or {}).get("error", f"no prediction for {c.gpu}"), emulation=done.key,
                            device_values=values)
         return Outcome("ok", "", pred, int(pred.get("peakMemoryBytes") or peak or 0), done.key, values)
 
+    def prediction(self, program: Program, emulated: str, gpu: str) -> dict[str, Any] | None:
+        """The prediction for ``gpu`` of ``program`` emulated on ``emulated``: the first run's, or the median
+        of the runs done where there were more."""
+        first = self.done[(program, emulated)].predictions.get(gpu)
+        more = [d.predictions[gpu] for (p, g, _), d in sorted(self.again.items(), key=lambda kv: kv[0][2])
+                if (p, g) == (program, emulated) and d is not None and gpu in d.predictions]
+        return median_prediction([first, *more]) if first and more else first
+
     def outcomes(self) -> list[tuple[Candidate, Outcome]]:
         return [(c, self.outcome(c)) for c in self.candidates]
 
+    def completed(self) -> int:
+        """Emulations done (run or reused)."""
+        return len(self.done) + sum(d is not None for d in self.again.values())
+
     def needed(self) -> int:
         """Emulations the search asked for (run or reused)."""
-        return len(self.requested)
+        return len(self.requested) + len(self.again)
 
 
 def _chain(c: Candidate) -> tuple[Any, ...]:
@@ -249,7 +298,7 @@ class _Sampler:
         out: list[Request] = []
         budget = self.search.plan.search.max_emulations
         while len(out) < limit and not self.exhausted:
-            if len(self.search.requested) >= budget or len(self.seen) >= len(self.search.candidates) \
+            if self.search.needed() >= budget or len(self.seen) >= len(self.search.candidates) \
                     or self.asks >= 20 * max(1, len(self.search.candidates)):
                 self.exhausted = True
                 break

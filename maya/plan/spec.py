@@ -97,6 +97,12 @@ class Plan:
     def price(self, gpu: str) -> float:
         return self.prices[gpu]
 
+    @property
+    def repeats(self) -> int | None:
+        """``emulation.repeats``: emulations per program and GPU (None: as many as the first one asks for)."""
+        value = self.emulation.get("repeats")
+        return int(value) if value is not None else None
+
 
 _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 

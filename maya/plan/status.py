@@ -33,6 +33,8 @@ def candidate_json(row: Row) -> dict[str, Any]:
         out["deadlineCostUSD"] = row.cost_per_step * row.deadline_s / row.step_s
     if o.emulation:
         out["emulation"] = o.emulation
+    if len(times := o.prediction.get("emulationsStepTimeSeconds") or []) > 1:
+        out["emulationsStepTimeSeconds"] = times
     if o.device_values:
         out["deviceValues"] = o.device_values
     return out

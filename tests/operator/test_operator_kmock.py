@@ -29,6 +29,7 @@ os.environ.setdefault("MAYA_POLL_SECONDS", "1")
 os.environ.setdefault("MAYA_METRICS_PORT", "0")
 
 from maya.operator import handlers, kube, metrics  # noqa: E402
+from maya.operator.jobs import ANNOTATION_REQUEST, request_from_json  # noqa: E402
 from maya.plan.local import PlanRun  # noqa: E402
 from tests.plan_pods import (  # noqa: E402
     PULL_ERROR,
@@ -170,11 +171,15 @@ def test_a_plan_is_recommended_through_emulation_jobs(api, ns, local_run):
     assert status["recommendation"]["stepTimeSeconds"] == pytest.approx(local["recommendation"]["stepTimeSeconds"])
     assert [identity(c) for c in status["candidates"]] == [identity(c) for c in local["candidates"]]
     assert status["observedGeneration"] == 1
-    assert status["emulations"]["ran"] == local["emulations"]["ran"] == len(jobs(api, ns)) == 2
+    # Two programs, each following its host: emulated three times (one Job per run), judged on the median.
+    assert status["emulations"]["ran"] == local["emulations"]["ran"] == len(jobs(api, ns)) == 6
+    runs = sorted(request_from_json(j["metadata"]["annotations"][ANNOTATION_REQUEST]).run for j in jobs(api, ns))
+    assert runs == [0, 0, 1, 1, 2, 2]
+    assert len(status["recommendation"]["emulationsStepTimeSeconds"]) == 3
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Recommended"]["status"] == "True" and conditions["Degraded"]["status"] == "False"
     # One "Emulating" event per Job, one "Recommended" with the condition's message.
-    assert len(said["Emulating"]) == 2
+    assert len(said["Emulating"]) == 6
     assert said["Recommended"][0].message == conditions["Recommended"]["message"]
     rec = status["recommendation"]
     assert sample("maya_plan_step_seconds", namespace=ns, plan="tiny") == pytest.approx(rec["stepTimeSeconds"])
@@ -187,14 +192,16 @@ def test_a_restart_mid_plan_adopts_the_jobs_and_a_spec_change_replans(api, ns, l
         # Micro-batch 8 waits for micro-batch 4: if 4 ran out of memory, 8 would not be emulated at all.
         wait(lambda: len(jobs(api, ns)) == 1)
         assert complete_pods(api, ns, local_run) == 1
-        wait(lambda: len(jobs(api, ns)) == 2)
-    first = {j["metadata"]["name"] for j in jobs(api, ns)}
+        # Then micro-batch 8, and micro-batch 4 twice more (its step follows its host).
+        wait(lambda: len(jobs(api, ns)) == 4)
+    adopted = {j["metadata"]["name"] for j in jobs(api, ns)}
     assert read_plan(api, ns)["status"]["phase"] == "Emulating"
     with Operator():  # a new operator process: same Jobs, nothing lost, nothing duplicated
         status = recommend(api, ns, local_run)
         assert status["phase"] == "Recommended", status
-        assert status["emulations"]["ran"] == 2 and status["emulations"]["reused"] == 0
-        assert {j["metadata"]["name"] for j in jobs(api, ns)} == first
+        assert status["emulations"]["ran"] == 6 and status["emulations"]["reused"] == 0
+        first = {j["metadata"]["name"] for j in jobs(api, ns)}
+        assert adopted < first and len(first) == 6
         # Prices change the choice, not the emulations: the same Jobs serve the new generation.
         client.CustomObjectsApi(api).patch_namespaced_custom_object(
             G, V, ns, P, "tiny", {"spec": {"prices": {"H100-SXM-80GB": 9.0}}})
@@ -205,7 +212,7 @@ def test_a_restart_mid_plan_adopts_the_jobs_and_a_spec_change_replans(api, ns, l
     assert status["phase"] == "Recommended", status
     assert status["recommendation"]["gpu"] == "H200-SXM-141GB"
     assert {j["metadata"]["name"] for j in jobs(api, ns)} == first
-    assert status["emulations"]["reused"] == 2 and status["emulations"]["ran"] == 0
+    assert status["emulations"]["reused"] == 6 and status["emulations"]["ran"] == 0
     assert all(c["observedGeneration"] == 2 for c in status["conditions"])
 
 
