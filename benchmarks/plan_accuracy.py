@@ -1,6 +1,6 @@
 """Is ``maya plan``'s pick right, and how fast is it?  ``examples/plan-1b.yaml`` against its grid measured on GPUs.
 
-    python -m benchmarks.plan_accuracy [--cache DIR] [--keep-cache]
+    python -m benchmarks.plan_accuracy [--cache DIR]
 
 The plan (a 1.3 B-parameter decoder, micro-batch 4-32 x activation
 checkpointing, on 1 x H100, 1 x H200 and 2 x H200) is planned cold, with an

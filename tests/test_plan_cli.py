@@ -60,6 +60,7 @@ def test_plan_json_cache_and_one_trace_for_both_gpus(tmp_path):
     assert json.loads(again.stdout)["recommendation"] == rec
     table = maya_plan(str(path))
     assert "recommended: 1x H100-SXM-80GB" in table.stdout and "runner-up: 1x H200-SXM-141GB" in table.stdout
+    assert "the median of 3 emulations (its step follows its host)" in table.stdout
     once = json.loads(maya_plan(str(plan_file(tmp_path, emulation={"repeats": 1})), "--json").stdout)
     assert once["emulations"] == {"ran": 0, "failed": 0, "reused": 1, "needed": 1}  # the first run, from the cache
     assert "emulationsStepTimeSeconds" not in once["recommendation"]

@@ -88,6 +88,9 @@ def print_report(status: dict[str, Any], deadline_steps: int | None, console: Co
         return
     console.print(f"[bold green]recommended[/]: {describe(rec)}: {_ms(rec['stepTimeSeconds'])} ms per step, "
                   f"${rec['costPerStepUSD']:.5f} per step")
+    if len(runs := rec.get("emulationsStepTimeSeconds") or []) > 1:
+        console.print(f"  the median of {len(runs)} emulations (its step follows its host): "
+                      + ", ".join(f"{_ms(s)}" for s in runs) + " ms", markup=False)
     for line in device_value_lines(rec.get("deviceValues")):
         console.print(f"  {line}", markup=False)
     if up is not None:
