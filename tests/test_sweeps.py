@@ -1,6 +1,7 @@
 """Profiling sweep (benchmarks/campaigns/profiling/sweep.py): plans, and the tiny parts under emulation.
 
 Covers:
+- the campaigns' reading of torch.profiler's Chrome trace (``chrome_trace.py``);
 - every full plan (built without CUDA) is deterministic, holds distinct
   operations, fits the GPU-time budget with warm-up and repeats (under the
   90 s a part may take on an H100), the wall-time budget (host time of
@@ -221,3 +222,15 @@ def test_part_records(runs):
     CHECKS[part](ops)
     issued = Counter(op.signature() for op in ops if op.kind in (Kind.BLAS, Kind.DNN))
     assert all(n % CALLS == 0 for n in issued.values()), part  # the math backend runs some GEMMs twice a call
+
+
+def test_the_campaigns_read_the_profilers_chrome_trace():
+    import torch
+
+    from benchmarks.campaigns.chrome_trace import profiler_events
+
+    x = torch.ones(64)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        torch.add(x, x)
+    events = profiler_events(prof)
+    assert any(e.get("name") == "aten::add" and e.get("dur", 0) > 0 for e in events)

@@ -15,14 +15,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, os.getcwd())
-from benchmarks.campaigns.profiling import sweep  # noqa: E402  (run from the repository root)
+from benchmarks.campaigns.chrome_trace import profiler_events  # noqa: E402  (run from the repository root)
+from benchmarks.campaigns.profiling import sweep  # noqa: E402
 
 Launch = tuple[float, list[int] | None]
 
@@ -33,11 +33,7 @@ def launches(step: Callable[[], object], calls: int) -> list[Launch]:
         for _ in range(calls):
             step()
         torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        events = json.loads(path.read_text())["traceEvents"]
-    found = sorted((e["ts"], e["dur"], e.get("args", {}).get("grid")) for e in events
+    found = sorted((e["ts"], e["dur"], e.get("args", {}).get("grid")) for e in profiler_events(prof)
                    if e.get("cat") == "kernel" and "adam" in e.get("name", "").lower())
     return [(round(d, 1), g) for _, d, g in found]
 

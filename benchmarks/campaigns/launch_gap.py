@@ -26,8 +26,8 @@ gap from (the medians over the operations).
 from __future__ import annotations
 
 import json
+import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +35,9 @@ from statistics import median
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.getcwd())
+from benchmarks.campaigns.chrome_trace import profiler_events  # noqa: E402  (run from the repository root)
 
 QUEUED = 200  # operations per batch: fewer than the launch queue holds (500 torch.mm of two kernels filled it)
 BATCHES = 5
@@ -91,10 +94,7 @@ def profiled(op: Callable[[], object]) -> dict[str, float]:
             torch.cuda.synchronize()
             op()
         torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        events = json.loads(path.read_text())["traceEvents"]
+    events = profiler_events(prof)
     kernels = sorted((e for e in events if e.get("cat") == "kernel" and e["dur"] < 1e4), key=lambda e: e["ts"])
     launches = {e["args"].get("correlation"): e for e in events if e.get("cat") == "cuda_runtime"}
     queued, lone = kernels[:QUEUED], kernels[QUEUED:]
