@@ -198,9 +198,9 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     try:
         if args.source is None and (rc := emulate(out)) != 0:
             return rc
-        once = args.source is not None or args.repeat == 1  # known before predicting: the timeline is this one's
+        # The timeline is this emulation's, unless more follow: then the median one's replaces it.
         p = predict_folder(out, args.gpu, gpus_per_node=args.gpus_per_node, oracle=args.oracle,
-                           timeline=args.timeline if once else None)
+                           timeline=args.timeline)
         count = args.repeat or (AUTO_REPEAT if args.source is None and p.host_sensitive else 1)
         if count > 1:
             if args.repeat is None:
@@ -213,8 +213,6 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
                     return rc
             p = predict_median(folders, args.gpu, gpus_per_node=args.gpus_per_node, timeline=args.timeline,
                                known={out: p})
-        elif args.timeline and not once:
-            p = predict_folder(out, args.gpu, gpus_per_node=args.gpus_per_node, timeline=args.timeline)
     except catalog.UnknownGPU as e:
         print(f"maya: unknown GPU {e.name!r}; see 'maya gpus'", file=sys.stderr)
         return 2
