@@ -123,8 +123,10 @@ def test_memory_verdicts_of_a_larger_gpus_emulation():
     assert memory_verdict(oom(120), H200) == "oom"
 
 
-def drive(search: Search, results: dict[tuple[int, int, bool], dict[str, Any]], steps: dict[int, float]) -> int:
-    """Answer every request from a table (micro-batch, ranks, ckpt) -> result; returns emulations run."""
+def drive(search: Search, results: dict[tuple[int, int, bool], dict[str, Any]], steps: dict[int, float],
+          host: float = 0.0) -> int:
+    """Answer every request from a table (micro-batch, ranks, ckpt) -> result, each step following its host by
+    ``host``; returns emulations run."""
     n = 0
     while not search.finished():
         for req in search.next(4):
@@ -132,8 +134,8 @@ def drive(search: Search, results: dict[tuple[int, int, bool], dict[str, Any]], 
             r = results[(c.micro_batch, c.shape.gpus, bool(dict(c.knobs).get("activationCheckpointing")))]
             if req.gpu == H100 and r["status"] == "ok" and memory_verdict(r, H100) == "near":
                 r = oom(82)  # emulated on the H100 itself: it does not fit
-            preds = {g: pred(steps[c.micro_batch] / c.shape.gpus * (0.9 if g == H200 else 1.0))
-                     for g in req.predict_for} if r["status"] == "ok" else {}
+            preds = {g: {**pred(steps[c.micro_batch] / c.shape.gpus * (0.9 if g == H200 else 1.0)),
+                         "hostSensitivity": host} for g in req.predict_for} if r["status"] == "ok" else {}
             search.record(req, r, preds, key=f"k{n}")
             n += 1
     return n
@@ -313,6 +315,14 @@ def test_a_large_space_is_sampled_under_an_emulation_budget():
     outcomes = [o for _, o in search.outcomes()]
     assert any(o.status == "ok" for o in outcomes)
     assert any(o.reason.startswith("not sampled") for o in outcomes)
+
+
+def test_the_budget_counts_programs_and_each_host_bound_one_is_emulated_three_times():
+    search = Search(parse(doc(search={"exhaustiveUpTo": 4, "maxEmulations": 5, "sampler": "tpe", "seed": 1})))
+    runs = drive(search, RESULTS, STEPS, host=0.4)
+    ok_programs = sum(d.result["status"] == "ok" for d in search.done.values())
+    assert len(search.done) == 5 and ok_programs >= 1  # five programs, whatever their further runs
+    assert runs == search.completed() == search.needed() == len(search.done) + 2 * ok_programs
 
 
 def test_the_crd_matches_the_schema_and_its_copies():

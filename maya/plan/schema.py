@@ -119,7 +119,8 @@ SPEC_SCHEMA: dict[str, Any] = {
                                    "description": "Evaluate every candidate when there are at most this many."},
                 "sampler": {"type": "string", "enum": ["tpe", "cmaes"], "default": "tpe",
                             "description": "The optuna sampler for larger spaces."},
-                "maxEmulations": {**_POSITIVE, "default": 24, "description": "Emulation budget of a sampled search."},
+                "maxEmulations": {**_POSITIVE, "default": 24, "description": "Emulation budget of a sampled search: programs emulated (the further runs "
+                                                                "of a step that follows its host come on top)."},
                 "seed": {"type": "integer", "default": 0},
             },
         },

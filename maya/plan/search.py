@@ -298,7 +298,7 @@ class _Sampler:
         out: list[Request] = []
         budget = self.search.plan.search.max_emulations
         while len(out) < limit and not self.exhausted:
-            if self.search.needed() >= budget or len(self.seen) >= len(self.search.candidates) \
+            if len(self.search.requested) >= budget or len(self.seen) >= len(self.search.candidates) \
                     or self.asks >= 20 * max(1, len(self.search.candidates)):
                 self.exhausted = True
                 break
