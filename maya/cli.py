@@ -173,7 +173,7 @@ def _repeat(text: str) -> int:
 def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     import tempfile
 
-    from maya.predict import AUTO_REPEAT, PredictError, predict_folder, predict_median
+    from maya.predict import AGREE, PredictError, predict_asked, predict_folder
     from maya.summary import device_value_lines
 
     if (args.source is None) == (not command):
@@ -195,24 +195,32 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
                   file=sys.stderr)
         return rc
 
+    class Failed(Exception):
+        pass
+
+    def further(k: int) -> Path:
+        if (rc := emulate(out / f"run{k}")) != 0:
+            raise Failed(rc)
+        return out / f"run{k}"
+
     try:
         if args.source is None and (rc := emulate(out)) != 0:
             return rc
         # The timeline is this emulation's, unless more follow: then the median one's replaces it.
         p = predict_folder(out, args.gpu, gpus_per_node=args.gpus_per_node, oracle=args.oracle,
                            timeline=args.timeline)
-        count = args.repeat or (AUTO_REPEAT if args.source is None and p.host_sensitive else 1)
-        if count > 1:
-            if args.repeat is None:
+        if args.source is None:
+            if args.repeat is None and p.host_sensitive:
                 print(f"maya predict: the step follows its host {100 * p.sensitivity['host']:.0f}%, and one "
-                      f"emulation's host delays can run up to twice as slow: emulating {count - 1} more times for "
-                      "the median ('--repeat 1' emulates once)", file=sys.stderr)
-            folders = [out, *(out / f"run{k}" for k in range(1, count))]
-            for folder in folders[1:]:
-                if (rc := emulate(folder)) != 0:
-                    return rc
-            p = predict_median(folders, args.gpu, gpus_per_node=args.gpus_per_node, timeline=args.timeline,
-                               known={out: p})
+                      "emulation's host delays can run up to twice as slow: emulating once or twice more for the "
+                      "median ('--repeat 1' emulates once)", file=sys.stderr)
+            p = predict_asked(out, args.gpu, further, repeat=args.repeat, gpus_per_node=args.gpus_per_node,
+                              timeline=args.timeline, known=p)
+            if args.repeat is None and len(p.emulations_s) == 2:
+                print(f"maya predict: two emulations agree within {AGREE:.0%}: a third could not move their "
+                      "median outside them", file=sys.stderr)
+    except Failed as e:
+        return int(e.args[0])
     except catalog.UnknownGPU as e:
         print(f"maya: unknown GPU {e.name!r}; see 'maya gpus'", file=sys.stderr)
         return 2

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
@@ -49,6 +49,9 @@ HOST_BOUND = 0.5  # a step that follows its host this much differs between GPU s
 # the median (docs/emulating-machine.md).
 HOST_SENSITIVE = 0.1
 AUTO_REPEAT = 3
+# Two emulations whose step times agree this closely settle the median of three: a third lies between them or
+# outside, and either way the median stays between the two, so it is not run.
+AGREE = 0.01
 
 
 class PredictError(Exception):
@@ -288,6 +291,29 @@ def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | No
     if timeline is not None:
         best = predict_folder(folder, gpu, gpus_per_node=gpus_per_node, host=host, timeline=timeline)
     return replace(best, emulations_s=tuple(p.step_time_s for p, _ in runs))
+
+
+def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repeat: int | None = None,
+                  gpus_per_node: int | None = None, timeline: Path | None = None,
+                  known: Prediction | None = None) -> Prediction:
+    """``maya predict``'s answer from the emulation in ``first`` (``known``: its prediction, made already):
+    from ``repeat`` emulations where given; else from this one where the step follows its host less than
+    ``HOST_SENSITIVE``, and otherwise from the median of up to ``AUTO_REPEAT``, stopping at two that agree
+    within ``AGREE``.  ``further(k)`` makes the k-th further emulation and returns its folder (it raises to
+    stop the question)."""
+    p = known or predict_folder(first, gpu, gpus_per_node=gpus_per_node, timeline=timeline)
+    count = repeat or (AUTO_REPEAT if p.host_sensitive else 1)
+    runs, folders = {first: p}, [first]
+    for k in range(1, count):
+        folders.append(folder := further(k))
+        if repeat is None:
+            runs[folder] = predict_folder(folder, gpu, gpus_per_node=gpus_per_node)
+            times = [runs[f].step_time_s for f in folders]
+            if len(times) == 2 and max(times) <= (1 + AGREE) * min(times):
+                break
+    if len(folders) == 1:
+        return p
+    return predict_median(folders, gpu, gpus_per_node=gpus_per_node, timeline=timeline, known=runs)
 
 
 _LOADED: dict[str, estimate.Estimators] = {}

@@ -91,17 +91,23 @@ def test_maya_predict_says_how_to_steady_a_host_bound_step():
     assert len(repeated) == 2 and "between servers" in repeated[1]
 
 
-@pytest.mark.parametrize("host, repeat, emulations", [(0.8, [], 3), (0.3, [], 3), (0.05, [], 1), (0.8, ["--repeat", "1"], 1),
-                                                      (0.05, ["--repeat", "2"], 2)])
+@pytest.mark.parametrize("host, repeat, further, emulations", [
+    (0.8, [], [0.3, 0.1], 3), (0.3, [], [0.3, 0.1], 3), (0.05, [], [0.3, 0.1], 1), (0.8, ["--repeat", "1"], [0.3], 1),
+    (0.05, ["--repeat", "2"], [0.3], 2),
+    (0.8, [], [0.1009, 0.3], 2),  # the second agrees with the first (0.1) within 1%: the median of three lies between
+    (0.8, ["--repeat", "3"], [0.1009, 0.3], 3),  # asked for three: three
+])
 def test_maya_predict_emulates_a_host_bound_step_three_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str], host: float,
-                                                             repeat: list[str], emulations: int) -> None:
-    """At the default settings, a step that follows its host is emulated twice more and the median kept (one
-    emulating process can run every host delay twice as slow); a device-bound one, once; --repeat decides."""
+                                                             repeat: list[str], further: list[float],
+                                                             emulations: int) -> None:
+    """At the default settings, a step that follows its host is emulated up to twice more and the median kept
+    (one emulating process can run every host delay twice as slow), a third not where the second agrees with the
+    first; a device-bound one, once; --repeat decides."""
     from maya import cli
 
     done: list[Path] = []
-    step = iter([0.3, 0.1, 0.2])
+    step = iter(further)
 
     def emulate(args, command):
         done.append(args.out)
@@ -118,4 +124,7 @@ def test_maya_predict_emulates_a_host_bound_step_three_times(tmp_path: Path, mon
     out = capsys.readouterr()
     assert done == [tmp_path, *(tmp_path / f"run{k}" for k in range(1, emulations))]
     assert len(json.loads(out.out)["emulations_step_time_s"]) == emulations
-    assert ("emulating 2 more times" in out.err) == (emulations == 3 and not repeat)
+    assert ("emulating once or twice more" in out.err) == (host >= 0.1 and not repeat)
+    assert ("two emulations agree within 1%" in out.err) == (emulations == 2 and not repeat)
+    each = json.loads(out.out)["emulations_step_time_s"]
+    assert json.loads(out.out)["step_time_s"] == sorted(each)[(len(each) - 1) // 2]

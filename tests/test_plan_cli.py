@@ -1,5 +1,5 @@
 """`maya plan` end to end on a tiny model: the table and JSON, the cache (a re-plan emulates nothing), one trace
-serving the H100 and the H200, three emulations of a host-bound step, the HTML report, and the bad inputs that exit 2 with one clear message."""
+serving the H100 and the H200, further emulations of a host-bound step, the HTML report, and the bad inputs that exit 2 with one clear message."""
 
 from __future__ import annotations
 
@@ -44,23 +44,26 @@ def test_plan_json_cache_and_one_trace_for_both_gpus(tmp_path):
     assert first.returncode == 0, first.stderr
     status = json.loads(first.stdout)
     assert status["phase"] == "Recommended"
-    # The tiny model's step follows its host: emulated three times, as maya predict does, ranked on the median.
-    assert status["emulations"] == {"ran": 3, "failed": 0, "reused": 0, "needed": 3}, first.stderr
-    assert first.stderr.count("emulating 1 rank(s)") == 3 and "(again, run 3:" in first.stderr
+    # The tiny model's step follows its host: emulated again, as maya predict does (a third time where the second
+    # disagrees with the first), and ranked on the median.
+    ran = status["emulations"]["ran"]
+    assert ran in (2, 3) and status["emulations"] == {"ran": ran, "failed": 0, "reused": 0, "needed": ran}
+    assert first.stderr.count("emulating 1 rank(s)") == ran and "(again, run 2:" in first.stderr
     by_gpu = {c["gpu"]: c for c in status["candidates"]}
     assert by_gpu[H100]["emulation"] == by_gpu[H200]["emulation"]  # one program's runs, re-estimated per GPU
     assert status["recommendation"]["gpu"] == H100  # same kernels, cheaper GPU-hour
     rec = status["recommendation"]
     assert rec["stepTimeSecondsLow"] < rec["stepTimeSeconds"] < rec["stepTimeSecondsHigh"]
-    assert len(rec["emulationsStepTimeSeconds"]) == 3 and rec["stepTimeSeconds"] == sorted(rec["emulationsStepTimeSeconds"])[1]
+    each = rec["emulationsStepTimeSeconds"]
+    assert len(each) == ran and rec["stepTimeSeconds"] == sorted(each)[(ran - 1) // 2]
     assert (tmp_path / "report" / "report.html").read_text().count("<circle") == 2
     assert json.loads((tmp_path / "report" / "timeline.json").read_text())
     again = maya_plan(str(path), "--json")
-    assert json.loads(again.stdout)["emulations"] == {"ran": 0, "failed": 0, "reused": 3, "needed": 3}
+    assert json.loads(again.stdout)["emulations"] == {"ran": 0, "failed": 0, "reused": ran, "needed": ran}
     assert json.loads(again.stdout)["recommendation"] == rec
     table = maya_plan(str(path))
     assert "recommended: 1x H100-SXM-80GB" in table.stdout and "runner-up: 1x H200-SXM-141GB" in table.stdout
-    assert "the median of 3 emulations (its step follows its host)" in table.stdout
+    assert f"the median of {ran} emulations (its step follows its host)" in table.stdout
     once = json.loads(maya_plan(str(plan_file(tmp_path, emulation={"repeats": 1})), "--json").stdout)
     assert once["emulations"] == {"ran": 0, "failed": 0, "reused": 1, "needed": 1}  # the first run, from the cache
     assert "emulationsStepTimeSeconds" not in once["recommendation"]

@@ -10,7 +10,8 @@ predictor runs in the cluster, so its output is small JSON.
 
 A step that follows its host a tenth or more moves with one emulating
 process's noise (``docs/emulating-machine.md``): :func:`runs_wanted` asks for
-two more emulations of such a program, as ``maya predict`` does, and
+up to two more emulations of such a program, as ``maya predict`` does (no
+third where the second agrees with the first, :func:`settled`), and
 :func:`median_prediction` keeps their median, so candidates are not ranked
 on one emulation's noise.
 """
@@ -140,6 +141,20 @@ def runs_wanted(predictions: dict[str, dict[str, Any]], repeats: int | None) -> 
     sensitive = any(float(p.get("hostSensitivity") or 0.0) >= HOST_SENSITIVE for p in predictions.values()
                     if "error" not in p)
     return AUTO_REPEAT if sensitive else 1
+
+
+def settled(runs: Sequence[dict[str, dict[str, Any]]]) -> bool:
+    """Whether two runs' predictions (by GPU) agree within ``AGREE`` on every GPU: the median of a third would
+    lie between them, so ``maya predict`` does not run it."""
+    from maya.predict import AGREE
+
+    if len(runs) != 2 or set(runs[0]) != set(runs[1]):
+        return False
+    for gpu in runs[0]:
+        times = [float(r[gpu].get("stepTimeSeconds") or 0.0) for r in runs if "error" not in r[gpu]]
+        if len(times) != 2 or min(times) <= 0 or max(times) > (1 + AGREE) * min(times):
+            return False
+    return True
 
 
 def median_prediction(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -26,7 +26,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from maya.plan.candidates import Candidate, Program, Skipped, enumerate_candidates, program_of
-from maya.plan.evaluate import Outcome, architecture, median_prediction, memory_verdict, runs_wanted, usable_bytes
+from maya.plan.evaluate import (
+    Outcome,
+    architecture,
+    median_prediction,
+    memory_verdict,
+    runs_wanted,
+    settled,
+    usable_bytes,
+)
 from maya.plan.spec import Plan
 
 
@@ -113,14 +121,22 @@ class Search:
         return more + out
 
     def _further_runs(self) -> list[Request]:
-        """The further emulations that finished first ones ask for and nobody requested yet."""
+        """The further emulations that finished ones ask for and nobody requested yet: as ``maya predict``
+        asks them, the third only once the second is done and disagrees with the first
+        (:func:`maya.plan.evaluate.settled`), unless the plan sets ``emulation.repeats``."""
         out = []
         for (program, gpu), done in self.done.items():
             if done.result["status"] != "ok":
                 continue
             for run in range(1, runs_wanted(done.predictions, self.plan.repeats)):
-                if (program, gpu, run) not in self.again:
-                    out.append(Request(program, gpu, done.predict_for or tuple(done.predictions), run))
+                if (program, gpu, run) in self.again:
+                    continue
+                if run >= 2 and self.plan.repeats is None:
+                    before = [self.again.get((program, gpu, r)) for r in range(1, run)]
+                    if any(d is None for d in before) or settled([done.predictions, *(d.predictions for d in before
+                                                                                    if d is not None)]):
+                        break
+                out.append(Request(program, gpu, done.predict_for or tuple(done.predictions), run))
         return out
 
     def running(self, req: Request) -> None:

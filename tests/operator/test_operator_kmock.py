@@ -171,15 +171,16 @@ def test_a_plan_is_recommended_through_emulation_jobs(api, ns, local_run):
     assert status["recommendation"]["stepTimeSeconds"] == pytest.approx(local["recommendation"]["stepTimeSeconds"])
     assert [identity(c) for c in status["candidates"]] == [identity(c) for c in local["candidates"]]
     assert status["observedGeneration"] == 1
-    # Two programs, each following its host: emulated three times (one Job per run), judged on the median.
-    assert status["emulations"]["ran"] == local["emulations"]["ran"] == len(jobs(api, ns)) == 6
+    # Two programs, each following its host: emulated two or three times (one Job per run), judged on the median.
+    ran = local["emulations"]["ran"]
+    assert status["emulations"]["ran"] == ran == len(jobs(api, ns)) and 4 <= ran <= 6
     runs = sorted(request_from_json(j["metadata"]["annotations"][ANNOTATION_REQUEST]).run for j in jobs(api, ns))
-    assert runs == [0, 0, 1, 1, 2, 2]
-    assert len(status["recommendation"]["emulationsStepTimeSeconds"]) == 3
+    assert runs[:4] == [0, 0, 1, 1] and set(runs) <= {0, 1, 2}
+    assert len(status["recommendation"]["emulationsStepTimeSeconds"]) in (2, 3)
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Recommended"]["status"] == "True" and conditions["Degraded"]["status"] == "False"
     # One "Emulating" event per Job, one "Recommended" with the condition's message.
-    assert len(said["Emulating"]) == 6
+    assert len(said["Emulating"]) == ran
     assert said["Recommended"][0].message == conditions["Recommended"]["message"]
     rec = status["recommendation"]
     assert sample("maya_plan_step_seconds", namespace=ns, plan="tiny") == pytest.approx(rec["stepTimeSeconds"])
@@ -192,16 +193,17 @@ def test_a_restart_mid_plan_adopts_the_jobs_and_a_spec_change_replans(api, ns, l
         # Micro-batch 8 waits for micro-batch 4: if 4 ran out of memory, 8 would not be emulated at all.
         wait(lambda: len(jobs(api, ns)) == 1)
         assert complete_pods(api, ns, local_run) == 1
-        # Then micro-batch 8, and micro-batch 4 twice more (its step follows its host).
-        wait(lambda: len(jobs(api, ns)) == 4)
+        # Then micro-batch 8, and micro-batch 4 again (its step follows its host).
+        wait(lambda: len(jobs(api, ns)) == 3)
     adopted = {j["metadata"]["name"] for j in jobs(api, ns)}
     assert read_plan(api, ns)["status"]["phase"] == "Emulating"
     with Operator():  # a new operator process: same Jobs, nothing lost, nothing duplicated
         status = recommend(api, ns, local_run)
         assert status["phase"] == "Recommended", status
-        assert status["emulations"]["ran"] == 6 and status["emulations"]["reused"] == 0
+        ran = local_run.status()["emulations"]["ran"]
+        assert status["emulations"]["ran"] == ran and status["emulations"]["reused"] == 0
         first = {j["metadata"]["name"] for j in jobs(api, ns)}
-        assert adopted < first and len(first) == 6
+        assert adopted < first and len(first) == ran
         # Prices change the choice, not the emulations: the same Jobs serve the new generation.
         client.CustomObjectsApi(api).patch_namespaced_custom_object(
             G, V, ns, P, "tiny", {"spec": {"prices": {"H100-SXM-80GB": 9.0}}})
@@ -212,7 +214,7 @@ def test_a_restart_mid_plan_adopts_the_jobs_and_a_spec_change_replans(api, ns, l
     assert status["phase"] == "Recommended", status
     assert status["recommendation"]["gpu"] == "H200-SXM-141GB"
     assert {j["metadata"]["name"] for j in jobs(api, ns)} == first
-    assert status["emulations"]["reused"] == 6 and status["emulations"]["ran"] == 0
+    assert status["emulations"]["reused"] == ran and status["emulations"]["ran"] == 0
     assert all(c["observedGeneration"] == 2 for c in status["conditions"])
 
 
