@@ -134,8 +134,9 @@ SPEC_SCHEMA: dict[str, Any] = {
                 "timeoutSeconds": {**_POSITIVE, "default": 1800, "description": "Active deadline of a pod."},
                 "steps": {**_POSITIVE, "description": "If set, append '--steps N' to shorten the emulated run."},
                 "repeats": {**_POSITIVE, "maximum": 9,
-                            "description": "Emulations per program and GPU, ranked on their median. Unset: one, "
-                                           "or three where the step follows its host a tenth or more."},
+                            "description": "Emulations per program and GPU, ranked on their median. Unset: one, or "
+                                           "where the step follows its host a tenth or more two, and a third "
+                                           "unless those agree within 1%."},
             },
         },
     },
