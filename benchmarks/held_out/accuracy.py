@@ -322,8 +322,10 @@ def markdown(doc: dict[str, Any]) -> str:
         lines += ["", f"Repeatability: the same question asked {doc['repeat']} times, each as `maya predict` asks it "
                   "(one emulation; two or three where the step follows its host by a tenth or more); spread = (max - min) / "
                   f"median of the predicted step times: median {_abs_pct(st['median_spread'])}, max "
-                  f"{_abs_pct(st['max_spread'])}, {st['within_3pct']} of {st['questions']} within 3%.", "", "| workload | GPU | GPUs | predicted ms | spread |",
-                  "|---|---|---|---|---|"]
+                  f"{_abs_pct(st['max_spread'])}, {st['within_3pct']} of {st['questions']} within 3%."
+                  + (" Emulations per answer: " + ", ".join(f"{n}: {k} answers" for n, k in per.items()) + "."
+                     if (per := st.get("emulations_per_answer")) else ""),
+                  "", "| workload | GPU | GPUs | predicted ms | spread |", "|---|---|---|---|---|"]
         for r in rep:
             lines.append(f"| {r['workload']} | {r['gpu']} | {r['gpus']} | "
                          f"{', '.join(_ms(x) for x in r['predicted_s'])} | {_abs_pct(r['spread'])} |")
@@ -375,10 +377,12 @@ def main() -> int:
         if w.name in again and emulated["exit_code"] == 0:
             asked = [ask(w, k, work, a.steps, a.timeout_s) for k in range(1, a.repeat)]
             for t in truths:
-                first = next(r["predicted_s"] for r in got if (r["gpu"], r["gpus"]) == (t.gpu, t.gpus))
-                preds = [first, *(r["predicted_s"] for f, e, m in asked for r in predict_all(w, [t], f, e, a.steps, m))]
+                answers = [next(r for r in got if (r["gpu"], r["gpus"]) == (t.gpu, t.gpus)),
+                           *(r for f, e, m in asked for r in predict_all(w, [t], f, e, a.steps, m))]
+                preds = [r["predicted_s"] for r in answers]
                 ok = [p for p in preds if p is not None]
                 repeatability.append({"workload": w.name, "gpu": t.gpu, "gpus": t.gpus, "predicted_s": preds,
+                                      "emulations": [len(r.get("emulations_s") or ()) for r in answers],
                                       "spread": repeat_spread(ok) if len(ok) > 1 else None,
                                       "errors": [error(p, t.step_s) for p in preds]})
                 print(f"{w.name:20} {t.gpu:15} x{t.gpus}  asked {len(preds)} times: "
@@ -386,7 +390,9 @@ def main() -> int:
                       flush=True)
     summary = summarize(rows)
     spreads = [r["spread"] for r in repeatability if r["spread"] is not None]
+    used = [n for r in repeatability for n in r["emulations"]]
     summary["repeatability"] = {"questions": len(spreads), "emulations": a.repeat,
+                                "emulations_per_answer": {str(n): used.count(n) for n in sorted(set(used))},
                                 "median_spread": median(spreads) if spreads else None,
                                 "max_spread": max(spreads, default=None),
                                 "within_3pct": sum(x <= 0.03 for x in spreads)}
