@@ -13,8 +13,7 @@ over its configuration's median) foretell a run: a probe that tracked the noise 
 for it, and neighbours alike in time would mean the machine drifts over minutes.  It also
 predicts each run as ``maya predict --repeat 1`` does and reads how much the step follows its
 host (``sensitivity.host``): the spread of those predictions against that sensitivity is what
-sets ``HOST_SENSITIVE`` in ``maya/predict.py``, above which ``maya predict`` emulates three
-times.  Saves benchmarks/results/emulation_noise.json (``--save``: elsewhere; that file feeds the
+sets ``HOST_SENSITIVE`` in ``maya/predict.py``, above which ``maya predict`` emulates again.  Saves benchmarks/results/emulation_noise.json (``--save``: elsewhere; that file feeds the
 interval table, ``benchmarks/calibration/uncertainty.py``).
 """
 

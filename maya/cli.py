@@ -80,8 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--out", type=Path, default=None, help="where the emulation's traces go (default: a temporary folder)")
     q.add_argument("--repeat", type=_repeat, default=None, metavar="K",
                    help="emulate K times (the first into DIR, the others into DIR/run1...) and keep the median "
-                   "prediction, K times the emulation time (default: once, and twice more when the step follows its "
-                   "host a tenth or more, whose host delays one emulation can run up to twice as slow)")
+                   "prediction, K times the emulation time (default: once, and once or twice more when the step follows "
+                   "its host a tenth or more, whose host delays one emulation can run up to twice as slow: a third "
+                   "only where the second disagrees with the first by more than 1%%)")
     q.add_argument("--from", dest="source", type=Path, default=None, help="replay this folder instead of emulating")
     q.add_argument("--oracle", action="store_true", help="with --from: use the recorded device times")
     q.add_argument("--json", action="store_true", help="print one JSON object")

@@ -293,6 +293,17 @@ def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | No
     return replace(best, emulations_s=tuple(p.step_time_s for p, _ in runs))
 
 
+def emulations_wanted(host_sensitivity: float, repeat: int | None = None) -> int:
+    """How many emulations a question asks for at most: ``repeat`` where given, else ``AUTO_REPEAT`` for a step
+    that follows its host ``HOST_SENSITIVE`` or more and one for the others."""
+    return repeat or (AUTO_REPEAT if host_sensitivity >= HOST_SENSITIVE else 1)
+
+
+def agree(step_times: Sequence[float]) -> bool:
+    """Whether two emulations' step times agree within ``AGREE``: the median of a third would lie between them."""
+    return len(step_times) == 2 and min(step_times) > 0 and max(step_times) <= (1 + AGREE) * min(step_times)
+
+
 def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repeat: int | None = None,
                   gpus_per_node: int | None = None, timeline: Path | None = None,
                   known: Prediction | None = None) -> Prediction:
@@ -302,14 +313,12 @@ def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repe
     within ``AGREE``.  ``further(k)`` makes the k-th further emulation and returns its folder (it raises to
     stop the question)."""
     p = known or predict_folder(first, gpu, gpus_per_node=gpus_per_node, timeline=timeline)
-    count = repeat or (AUTO_REPEAT if p.host_sensitive else 1)
     runs, folders = {first: p}, [first]
-    for k in range(1, count):
+    for k in range(1, emulations_wanted(p.sensitivity.get("host", 0.0), repeat)):
         folders.append(folder := further(k))
         if repeat is None:
             runs[folder] = predict_folder(folder, gpu, gpus_per_node=gpus_per_node)
-            times = [runs[f].step_time_s for f in folders]
-            if len(times) == 2 and max(times) <= (1 + AGREE) * min(times):
+            if agree([runs[f].step_time_s for f in folders]):
                 break
     if len(folders) == 1:
         return p

@@ -132,29 +132,21 @@ def predict_gpus(folder: Path, gpus: Sequence[str], gpus_per_node: int) -> dict[
 
 
 def runs_wanted(predictions: dict[str, dict[str, Any]], repeats: int | None) -> int:
-    """Emulations of one program on one GPU: ``repeats`` where the plan sets it, else ``maya predict``'s rule
-    (``AUTO_REPEAT`` where the first one's step follows its host ``HOST_SENSITIVE`` or more on any GPU)."""
-    from maya.predict import AUTO_REPEAT, HOST_SENSITIVE
+    """Emulations of one program on one GPU at most: ``repeats`` where the plan sets it, else ``maya predict``'s
+    rule for the GPU whose step follows its host most (:func:`maya.predict.emulations_wanted`)."""
+    from maya.predict import emulations_wanted
 
-    if repeats is not None:
-        return repeats
-    sensitive = any(float(p.get("hostSensitivity") or 0.0) >= HOST_SENSITIVE for p in predictions.values()
-                    if "error" not in p)
-    return AUTO_REPEAT if sensitive else 1
+    host = max((float(p.get("hostSensitivity") or 0.0) for p in predictions.values() if "error" not in p), default=0.0)
+    return emulations_wanted(host, repeats)
 
 
 def settled(runs: Sequence[dict[str, dict[str, Any]]]) -> bool:
     """Whether two runs' predictions (by GPU) agree within ``AGREE`` on every GPU: the median of a third would
     lie between them, so ``maya predict`` does not run it."""
-    from maya.predict import AGREE
+    from maya.predict import agree
 
-    if len(runs) != 2 or set(runs[0]) != set(runs[1]):
-        return False
-    for gpu in runs[0]:
-        times = [float(r[gpu].get("stepTimeSeconds") or 0.0) for r in runs if "error" not in r[gpu]]
-        if len(times) != 2 or min(times) <= 0 or max(times) > (1 + AGREE) * min(times):
-            return False
-    return True
+    return len(runs) == 2 and set(runs[0]) == set(runs[1]) and all(
+        agree([float(r[gpu].get("stepTimeSeconds") or 0.0) for r in runs if "error" not in r[gpu]]) for gpu in runs[0])
 
 
 def median_prediction(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
