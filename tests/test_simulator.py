@@ -433,10 +433,13 @@ def test_maya_predict_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert sum(out["confidence"].values()) == pytest.approx(1.0)
     events = json.loads(timeline.read_text())["traceEvents"]
     assert any(e.get("cat") == "BLAS" for e in events)
-    # A step of microsecond kernels follows its host: emulated three times, the median kept.
-    assert out["sensitivity"]["host"] >= 0.5 and len(out["emulations_step_time_s"]) == 3
-    assert out["step_time_s"] == sorted(out["emulations_step_time_s"])[1]
-    assert all((tmp_path / "out" / f"run{k}" / "summary.json").is_file() for k in (1, 2))
+    # A step of microsecond kernels follows its host: emulated again (a third time where the two disagree by
+    # more than 1%), the median kept.
+    each = out["emulations_step_time_s"]
+    assert out["sensitivity"]["host"] >= 0.5 and len(each) in (2, 3)
+    assert (len(each) == 2) == (max(each[:2]) <= 1.01 * min(each[:2]))
+    assert out["step_time_s"] == sorted(each)[(len(each) - 1) // 2]
+    assert all((tmp_path / "out" / f"run{k}" / "summary.json").is_file() for k in range(1, len(each)))
     # Replaying the first emulation again gives its answer; a folder without traces is refused.
     assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--json", "--from", str(tmp_path / "out")]) == 0
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
