@@ -2,6 +2,7 @@
 
 Covers:
 - the campaigns' reading of torch.profiler's Chrome trace (``chrome_trace.py``);
+- what a recorded cuBLAS kernel's name says of cuBLAS's choice (``benchmarks/gemm_kernel_choice.py``);
 - every full plan (built without CUDA) is deterministic, holds distinct
   operations, fits the GPU-time budget with warm-up and repeats (under the
   90 s a part may take on an H100), the wall-time budget (host time of
@@ -234,3 +235,20 @@ def test_the_campaigns_read_the_profilers_chrome_trace():
         torch.add(x, x)
     events = profiler_events(prof)
     assert any(e.get("name") == "aten::add" and e.get("dur", 0) > 0 for e in events)
+
+
+def test_a_recorded_cublas_kernel_name_says_its_tile_and_helpers():
+    from benchmarks.gemm_kernel_choice import kernel_description
+
+    hopper = kernel_description((
+        "memset",
+        "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"))
+    assert (hopper["sm90"], hopper["memset"], hopper["n_kernels"], hopper["split_k"]) == (1.0, 1.0, 2.0, 0.0)
+    assert (hopper["tile_m"], hopper["tile_n"], hopper["tile_k"], hopper["warps"]) == (7.0, 7.0, 5.0, 1.0)
+    ampere = kernel_description((
+        "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas",
+        "_ZN8cublasLt19splitKreduce_kernelILi32ELi16EiffffLb0EfffLb1ELb0ELb0ELb0EEEvNS_18cublasSplitKParamsIT4_EEPKT2_"))
+    assert (ampere["sm90"], ampere["simt"], ampere["reduce"], ampere["stages"], ampere["warps"]) == (0.0, 1.0, 1.0, 3.0, 4.0)
+    assert (ampere["tile_m"], ampere["tile_n"], ampere["tile_k"]) == (6.0, 6.0, 3.0)
+    cutlass = kernel_description(("_ZN7cutlass7Kernel2I50cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4EEvNT_6ParamsE",))
+    assert (cutlass["cutlass"], cutlass["tile_m"], cutlass["tile_n"], cutlass["tile_k"]) == (1.0, 6.0, 6.0, 5.0)
