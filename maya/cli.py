@@ -174,7 +174,7 @@ def _repeat(text: str) -> int:
 def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     import tempfile
 
-    from maya.predict import AGREE, PredictError, predict_asked, predict_folder
+    from maya.predict import AGREE, FurtherEmulationFailed, PredictError, predict_asked, predict_folder
     from maya.summary import device_value_lines
 
     if (args.source is None) == (not command):
@@ -196,12 +196,9 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
                   file=sys.stderr)
         return rc
 
-    class Failed(Exception):
-        pass
-
     def further(k: int) -> Path:
         if (rc := emulate(out / f"run{k}")) != 0:
-            raise Failed(rc)
+            raise FurtherEmulationFailed(rc)
         return out / f"run{k}"
 
     try:
@@ -220,7 +217,7 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
             if args.repeat is None and len(p.emulations_s) == 2:
                 print(f"maya predict: two emulations agree within {AGREE:.0%}: a third could not move their "
                       "median outside them", file=sys.stderr)
-    except Failed as e:
+    except FurtherEmulationFailed as e:
         return int(e.args[0])
     except catalog.UnknownGPU as e:
         print(f"maya: unknown GPU {e.name!r}; see 'maya gpus'", file=sys.stderr)

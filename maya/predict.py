@@ -58,6 +58,11 @@ class PredictError(Exception):
     """Nothing to predict from (no traces, no repeating steps...); the message says what to do."""
 
 
+class FurtherEmulationFailed(Exception):
+    """A further emulation of a question did not complete: ``predict_asked``'s ``further`` raises it to stop
+    the question (its argument: the exit code, or which emulation)."""
+
+
 @dataclass(frozen=True)
 class Prediction:
     gpu: str

@@ -128,3 +128,19 @@ def test_maya_predict_emulates_a_host_bound_step_three_times(tmp_path: Path, mon
     assert ("two emulations agree within 1%" in out.err) == (emulations == 2 and not repeat)
     each = json.loads(out.out)["emulations_step_time_s"]
     assert json.loads(out.out)["step_time_s"] == sorted(each)[(len(each) - 1) // 2]
+
+
+def test_a_further_emulation_that_fails_ends_maya_predict_with_its_exit_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The first emulation of a host-bound step completed, the second crashed: the command's own exit code,
+    and the line that says nothing was predicted (no answer from half the emulations asked for)."""
+    from maya import cli
+
+    codes = iter([0, 3])
+    monkeypatch.setattr(cli, "_cmd_emulate", lambda args, command: next(codes))
+    monkeypatch.setattr(predict, "predict_folder",
+                        lambda folder, gpu, **kw: prediction([0.1], sensitivity={"host": 0.8, "estimated": 0.0}))
+    assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--json", "--out", str(tmp_path), "--",
+                     "python", "train.py"]) == 3
+    out = capsys.readouterr()
+    assert out.out == "" and "did not complete under emulation (exit 3)" in out.err

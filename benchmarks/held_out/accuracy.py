@@ -48,7 +48,7 @@ from benchmarks.campaigns.gpu_fidelity_campaign import cpu_model
 from benchmarks.held_out.suite import FROZEN, WORKLOADS, Workload
 from benchmarks.held_out.truth import DATA, ROOT, Truth, read_truth
 from benchmarks.step_truth import with_steps
-from maya.predict import AGREE, PredictError, predict_asked, predict_folder, rank_traces
+from maya.predict import AGREE, FurtherEmulationFailed, PredictError, predict_asked, predict_folder, rank_traces
 from maya.predictor.replay.iterations import trace_steps
 from maya.predictor.trace import Kind
 from maya.predictor.trace.ops import device_ops, thread_names
@@ -102,13 +102,9 @@ def ask(w: Workload, k: int, work: Path, steps: int,
     def further(j: int) -> Path:
         extra = work / w.name / f"run{k}{chr(ord('a') + j)}"
         if emulate(w, steps, extra, timeout_s)["exit_code"] != 0:
-            raise FurtherFailed(str(extra))
+            raise FurtherEmulationFailed(str(extra))
         return extra
     return folder, emulate(w, steps, folder, timeout_s), further
-
-
-class FurtherFailed(Exception):
-    """A further emulation of a question failed: its first one's answer stands."""
 
 
 def step_check(folder: Path, steps: int) -> dict[str, Any]:
@@ -213,7 +209,7 @@ def predict_all(w: Workload, truths: list[Truth], folder: Path, emulated: dict[s
             if further is not None:
                 try:
                     p = predict_asked(folder, t.gpu, further, gpus_per_node=w.gpus, known=p)
-                except FurtherFailed:
+                except FurtherEmulationFailed:  # the first emulation's answer stands
                     pass
         except PredictError as e:
             rows.append(case_row(w, t, None, emulated, f"maya predict: {e}"))
