@@ -102,7 +102,7 @@ def main() -> int:
     a = ap.parse_args()
     gpu = catalog.lookup(a.gpu)
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-gemm-kernels-"))
-    extract_all(ROOT / "benchmarks" / "data" / "profile_campaign" / gpu.name, work, ("sweep",))
+    extract_all(ROOT / "benchmarks" / "data" / "profile_campaign" / gpu.name, work, ("sweeps",))  # the GEMM parts' bundles
     folders = [work / p for p in PARTS if (work / p / "rank0.mayatrace").is_file()]
     if not folders:
         print(f"no recorded GEMM sweep for {gpu.name}", file=sys.stderr)
@@ -116,7 +116,8 @@ def main() -> int:
     shapes = matrix(ops, gpu, "gemm")
     desc = [kernel_description(k) for k in kernels]
     known = np.array([[d[n] for n in KERNEL_FEATURES] for d in desc])
-    labels = np.unique(known, axis=0, return_inverse=True)[1].reshape(-1)
+    described, labels = np.unique(known, axis=0, return_inverse=True)
+    labels = labels.reshape(-1)
 
     def trees() -> Any:
         return ExtraTreesRegressor(n_estimators=32, max_features=1.0, min_samples_leaf=2, n_jobs=-1, random_state=SEED)
@@ -130,11 +131,10 @@ def main() -> int:
     proba = clf.predict_proba(shapes[test])
     guess = clf.classes_[proba.argmax(1)]
     sure = proba.max(1) >= a.confidence
-    guessed_kernel = known[[int(np.flatnonzero(labels == g)[0]) for g in guess]]
-    guessed = np.exp(with_kernel.predict(np.hstack([shapes[test], guessed_kernel])) + base[test])
+    guessed = np.exp(with_kernel.predict(np.hstack([shapes[test], described[guess]])) + base[test])
     out = {
         "gpu": gpu.name, "parts": [f.name for f in folders], "points": len(ops), "test_points": int(test.sum()),
-        "kernel_descriptions": int(labels.max() + 1),
+        "kernel_descriptions": len(described),
         "repeat_halves_median": float(np.median(halves)),
         "shapes": errors(plain, true), "kernel_known": errors(oracle, true),
         "classifier_accuracy": float(np.mean(guess == labels[test])),
