@@ -405,8 +405,22 @@ def test_evaluate_keeps_held_out_rows_out(rows: list[ProfileRow], cache: Path) -
     examples = report["examples"]
     assert {"all", "held-out:toy-big"} <= set(examples)
     assert 0.0 <= examples["all"]["coverage"] <= 1.0
+    assert 0.0 <= examples["all"]["trial_share"] <= 1.0 and "steady_time_weighted" in examples["all"]
     assert report["fit"]["rows"] == len(fit_rows)
     json.dumps(report)
+
+
+def test_autotune_trials_are_the_rarer_engines_of_one_convolution() -> None:
+    params = (64, 3, 64, 1, 2, 224, 7, 112, 3, 2, 1)
+
+    def conv(engine: int, n: int, source: str = "example:cnn", shape: tuple[int, ...] = params) -> ProfileRow:
+        return ProfileRow(Op(int(Kind.DNN), "conv_fprop", 0, (0, engine, 0, 0, 0), shape), 1000, 1000, n, 0.0, source)
+
+    chosen, trial, rare_trial = conv(3, 15), conv(0, 2), conv(7, 1)
+    other_shape = conv(0, 2, shape=params[:-1] + (2,))  # its only engine: steady, however rare
+    other_model = conv(0, 2, source="example:resnet")  # the same convolution in another model's run
+    trials = V.autotune_trials([chosen, trial, rare_trial, other_shape, other_model])
+    assert trials == {("example:cnn", trial.op.signature()), ("example:cnn", rare_trial.op.signature())}
 
 
 def test_cli(rows: list[ProfileRow], cache: Path, monkeypatch: pytest.MonkeyPatch,
