@@ -132,9 +132,10 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
             cases.append(Case(str(c["name"]), c["argv"], int(c.get("nproc", 1)), "cases",
                               int(c["runs"]) if "runs" in c else None))
     names = [c.name for c in cases]
-    dup = sorted({n for n in names if names.count(n) > 1})
+    keys = [(c.name, c.nproc) for c in cases]  # a suite workload may come again on another number of GPUs
+    dup = sorted({f"{n} x{g}" for n, g in keys if keys.count((n, g)) > 1})
     if dup:
-        raise SystemExit(f"duplicate case names: {', '.join(dup)}")
+        raise SystemExit(f"duplicate cases (name and GPUs): {', '.join(dup)}")
     if args.only:
         want = [s.strip() for s in args.only.split(",") if s.strip()]
         groups = {"single": lambda c: c.source == "suite" and c.nproc == 1,
