@@ -131,3 +131,25 @@ def test_errors_and_summary(data: Path) -> None:
     assert "| vit | H100-SXM-80GB | 1 | 13.00 (3, 65.4%; by machine 12.25 (2, +16.7%), 20.00 (1, -28.5%)) |" in md
     h200 = next(line for line in md.splitlines() if line.startswith("| vit | H200-SXM-141GB |"))
     assert "by machine" not in h200  # one machine measured it
+
+
+def test_another_gpu_count_is_emulated_with_that_many_ranks(data: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    machine(data, "H100-SXM-80GB-x4", [run("ddp_gpt2_tied", [line([0.052] * 3, H100, 900, rank=r) for r in range(4)],
+                                           nproc=4)])
+    truth = read_truth(data)
+    four = truth[("ddp_gpt2_tied", "H100-SXM-80GB", 4)]
+    assert four.step_s == 0.052
+    asked: list[tuple[int, Path]] = []
+
+    def emulate(w: object, steps: int, out: Path, timeout_s: float) -> dict[str, object]:
+        asked.append((w.gpus, out))  # type: ignore[attr-defined]
+        return {"exit_code": 1, "stderr_tail": "no GPU here", "wall_s": 0.1}
+    monkeypatch.setattr(accuracy, "emulate", emulate)
+    args = type("Args", (), {"steps": 6, "timeout_s": 60.0})()
+    emulations: dict[str, object] = {}
+    rows = accuracy.scaled(BY_NAME["ddp_gpt2_tied"], 4, [four], tmp_path, args, emulations)  # type: ignore[arg-type]
+    assert asked == [(4, tmp_path / "x4" / "ddp_gpt2_tied" / "run0")]  # four ranks, apart from the suite's two
+    assert [(r["workload"], r["gpus"], r["predicted_s"]) for r in rows] == [("ddp_gpt2_tied", 4, None)]
+    assert "emulation failed" in rows[0]["note"] and "ddp_gpt2_tied x4" in emulations
+    assert BY_NAME["ddp_gpt2_tied"].gpus == 2  # the suite's workload is left as it was

@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -231,6 +232,27 @@ def predict_all(w: Workload, truths: list[Truth], folder: Path, emulated: dict[s
     return rows
 
 
+def report(r: dict[str, Any], emulated: dict[str, Any]) -> None:
+    print(f"{r['workload']:20} {r['gpu']:15} x{r['gpus']}  measured {_ms(r['measured_s']):>7} ms "
+          f"({r['runs']} runs, spread {100 * r['spread']:4.1f}%)  predicted {_ms(r['predicted_s']):>7} ms "
+          f"{_pct(r['error']):>7}  memory {_pct(r['memory_error']):>7}  (emulated in {emulated['wall_s']} s)"
+          + (f"  {r['note'][:160]}" if r.get("note") else ""), flush=True)
+
+
+def scaled(w: Workload, gpus: int, truths: list[Truth], work: Path, a: argparse.Namespace,
+           emulations: dict[str, Any]) -> list[dict[str, Any]]:
+    """A data-parallel workload measured on another number of GPUs than the suite's (the same
+    script, each rank's batch unchanged): emulated with that many ranks (into ``work/x<gpus>``) and
+    predicted as the suite's own configurations are; asked once (no repeatability)."""
+    wg = replace(w, gpus=gpus)
+    folder, emulated, further = ask(wg, 0, work / f"x{gpus}", a.steps, a.timeout_s)
+    emulations[f"{w.name} x{gpus}"] = emulated
+    got = predict_all(wg, truths, folder, emulated, a.steps, further)
+    for r in got:
+        report(r, emulated)
+    return got
+
+
 def _commit() -> str:
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -361,15 +383,15 @@ def main() -> int:
         if not truths:
             print(f"{w.name}: no ground truth in {DATA}", flush=True)
             continue
+        for other in sorted({t.gpus for t in truths} - {w.gpus}):
+            rows += scaled(w, other, [t for t in truths if t.gpus == other], work, a, emulations)
+        truths = [t for t in truths if t.gpus == w.gpus]
         folder, emulated, further = ask(w, 0, work, a.steps, a.timeout_s)
         emulations[w.name] = emulated
         got = predict_all(w, truths, folder, emulated, a.steps, further)
         rows += got
         for r in got:
-            print(f"{w.name:20} {r['gpu']:15} x{r['gpus']}  measured {_ms(r['measured_s']):>7} ms "
-                  f"({r['runs']} runs, spread {100 * r['spread']:4.1f}%)  predicted {_ms(r['predicted_s']):>7} ms "
-                  f"{_pct(r['error']):>7}  memory {_pct(r['memory_error']):>7}  (emulated in {emulated['wall_s']} s)"
-                  + (f"  {r['note'][:160]}" if r.get("note") else ""), flush=True)
+            report(r, emulated)
         if w.name in again and emulated["exit_code"] == 0:
             asked = [ask(w, k, work, a.steps, a.timeout_s) for k in range(1, a.repeat)]
             for t in truths:
