@@ -5,7 +5,8 @@ over runs pooled over machines, with the spread and each machine's median; peak 
 over ranks; the device name mapped to the catalog GPU; two ranks' results printed on one line read
 from the run's kept stdout; failed runs and the plan grid left out, runs
 without a result line counted; an unknown device and a folder without results refused; errors,
-the suite's median and max, the known-gap cases summed up apart and an unpredicted case named.
+the suite's median and max, the known-gap cases summed up apart and an unpredicted case named; a
+DDP workload measured on another number of GPUs emulated with that many ranks.
 """
 
 from __future__ import annotations
@@ -146,10 +147,9 @@ def test_another_gpu_count_is_emulated_with_that_many_ranks(data: Path, tmp_path
         asked.append((w.gpus, out))  # type: ignore[attr-defined]
         return {"exit_code": 1, "stderr_tail": "no GPU here", "wall_s": 0.1}
     monkeypatch.setattr(accuracy, "emulate", emulate)
-    args = type("Args", (), {"steps": 6, "timeout_s": 60.0})()
     emulations: dict[str, object] = {}
-    rows = accuracy.scaled(BY_NAME["ddp_gpt2_tied"], 4, [four], tmp_path, args, emulations)  # type: ignore[arg-type]
-    assert asked == [(4, tmp_path / "x4" / "ddp_gpt2_tied" / "run0")]  # four ranks, apart from the suite's two
+    rows = accuracy.scaled(BY_NAME["ddp_gpt2_tied"], 4, [four], tmp_path / "work", 6, 60.0, emulations)
+    assert asked == [(4, tmp_path / "work" / "x4" / "ddp_gpt2_tied" / "run0")]  # four ranks, apart from the suite's two
     assert [(r["workload"], r["gpus"], r["predicted_s"]) for r in rows] == [("ddp_gpt2_tied", 4, None)]
     assert "emulation failed" in rows[0]["note"] and "ddp_gpt2_tied x4" in emulations
     assert BY_NAME["ddp_gpt2_tied"].gpus == 2  # the suite's workload is left as it was

@@ -239,15 +239,15 @@ def report(r: dict[str, Any], emulated: dict[str, Any]) -> None:
           + (f"  {r['note'][:160]}" if r.get("note") else ""), flush=True)
 
 
-def scaled(w: Workload, gpus: int, truths: list[Truth], work: Path, a: argparse.Namespace,
+def scaled(w: Workload, gpus: int, truths: list[Truth], work: Path, steps: int, timeout_s: float,
            emulations: dict[str, Any]) -> list[dict[str, Any]]:
     """A data-parallel workload measured on another number of GPUs than the suite's (the same
     script, each rank's batch unchanged): emulated with that many ranks (into ``work/x<gpus>``) and
     predicted as the suite's own configurations are; asked once (no repeatability)."""
     wg = replace(w, gpus=gpus)
-    folder, emulated, further = ask(wg, 0, work / f"x{gpus}", a.steps, a.timeout_s)
+    folder, emulated, further = ask(wg, 0, work / f"x{gpus}", steps, timeout_s)
     emulations[f"{w.name} x{gpus}"] = emulated
-    got = predict_all(wg, truths, folder, emulated, a.steps, further)
+    got = predict_all(wg, truths, folder, emulated, steps, further)
     for r in got:
         report(r, emulated)
     return got
@@ -384,7 +384,7 @@ def main() -> int:
             print(f"{w.name}: no ground truth in {DATA}", flush=True)
             continue
         for other in sorted({t.gpus for t in truths} - {w.gpus}):
-            rows += scaled(w, other, [t for t in truths if t.gpus == other], work, a, emulations)
+            rows += scaled(w, other, [t for t in truths if t.gpus == other], work, a.steps, a.timeout_s, emulations)
         truths = [t for t in truths if t.gpus == w.gpus]
         folder, emulated, further = ask(w, 0, work, a.steps, a.timeout_s)
         emulations[w.name] = emulated
