@@ -12,6 +12,7 @@ DDP workload measured on another number of GPUs emulated with that many ranks.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from statistics import median
 
@@ -148,7 +149,9 @@ def test_another_gpu_count_is_emulated_with_that_many_ranks(data: Path, tmp_path
         return {"exit_code": 1, "stderr_tail": "no GPU here", "wall_s": 0.1}
     monkeypatch.setattr(accuracy, "emulate", emulate)
     emulations: dict[str, object] = {}
-    rows = accuracy.scaled(BY_NAME["ddp_gpt2_tied"], 4, [four], tmp_path / "work", 6, 60.0, emulations)
+    four_ranks = replace(BY_NAME["ddp_gpt2_tied"], gpus=4)
+    rows, again = accuracy.questions(four_ranks, [four], tmp_path / "work" / "x4", 6, 60.0, 5, emulations)
+    assert again == []  # a failed emulation is not asked again
     assert asked == [(4, tmp_path / "work" / "x4" / "ddp_gpt2_tied" / "run0")]  # four ranks, apart from the suite's two
     assert [(r["workload"], r["gpus"], r["predicted_s"]) for r in rows] == [("ddp_gpt2_tied", 4, None)]
     assert "emulation failed" in rows[0]["note"] and "ddp_gpt2_tied x4" in emulations

@@ -46,7 +46,7 @@ if __package__ in (None, ""):  # run as a script: the repository root is what th
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.campaigns.gpu_fidelity_campaign import cpu_model
-from benchmarks.held_out.suite import FROZEN, WORKLOADS, Workload
+from benchmarks.held_out.suite import BY_NAME, FROZEN, WORKLOADS, Workload
 from benchmarks.held_out.truth import DATA, ROOT, Truth, read_truth
 from benchmarks.step_truth import with_steps
 from maya.predict import AGREE, FurtherEmulationFailed, PredictError, predict_asked, predict_folder, rank_traces
@@ -239,18 +239,33 @@ def report(r: dict[str, Any], emulated: dict[str, Any]) -> None:
           + (f"  {r['note'][:160]}" if r.get("note") else ""), flush=True)
 
 
-def scaled(w: Workload, gpus: int, truths: list[Truth], work: Path, steps: int, timeout_s: float,
-           emulations: dict[str, Any]) -> list[dict[str, Any]]:
-    """A data-parallel workload measured on another number of GPUs than the suite's (the same
-    script, each rank's batch unchanged): emulated with that many ranks (into ``work/x<gpus>``) and
-    predicted as the suite's own configurations are; asked once (no repeatability)."""
-    wg = replace(w, gpus=gpus)
-    folder, emulated, further = ask(wg, 0, work / f"x{gpus}", steps, timeout_s)
-    emulations[f"{w.name} x{gpus}"] = emulated
-    got = predict_all(wg, truths, folder, emulated, steps, further)
+def questions(w: Workload, truths: list[Truth], work: Path, steps: int, timeout_s: float, repeat: int,
+              emulations: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The workload's configurations on ``w.gpus`` GPUs, asked as ``maya predict`` asks (emulations
+    under ``work``), and where ``repeat`` > 1 asked that many times in all: (rows, repeatability).
+    A DDP workload measured on another number of GPUs too comes here as a copy of itself with that
+    many ranks (the same script, each rank's batch unchanged)."""
+    folder, emulated, further = ask(w, 0, work, steps, timeout_s)
+    emulations[w.name if w.gpus == BY_NAME[w.name].gpus else f"{w.name} x{w.gpus}"] = emulated
+    got = predict_all(w, truths, folder, emulated, steps, further)
     for r in got:
         report(r, emulated)
-    return got
+    repeatability: list[dict[str, Any]] = []
+    if repeat < 2 or emulated["exit_code"] != 0:
+        return got, repeatability
+    asked = [ask(w, k, work, steps, timeout_s) for k in range(1, repeat)]
+    for t in truths:
+        answers = [next(r for r in got if (r["gpu"], r["gpus"]) == (t.gpu, t.gpus)),
+                   *(r for f, e, m in asked for r in predict_all(w, [t], f, e, steps, m))]
+        preds = [r["predicted_s"] for r in answers]
+        ok = [p for p in preds if p is not None]
+        repeatability.append({"workload": w.name, "gpu": t.gpu, "gpus": t.gpus, "predicted_s": preds,
+                              "emulations": [len(r.get("emulations_s") or ()) for r in answers],
+                              "spread": repeat_spread(ok) if len(ok) > 1 else None,
+                              "errors": [error(p, t.step_s) for p in preds]})
+        print(f"{w.name:20} {t.gpu:15} x{t.gpus}  asked {len(preds)} times: "
+              f"{', '.join(_ms(p) for p in preds)} ms, spread {_abs_pct(repeatability[-1]['spread'])}", flush=True)
+    return got, repeatability
 
 
 def _commit() -> str:
@@ -383,29 +398,12 @@ def main() -> int:
         if not truths:
             print(f"{w.name}: no ground truth in {DATA}", flush=True)
             continue
-        for other in sorted({t.gpus for t in truths} - {w.gpus}):
-            rows += scaled(w, other, [t for t in truths if t.gpus == other], work, a.steps, a.timeout_s, emulations)
-        truths = [t for t in truths if t.gpus == w.gpus]
-        folder, emulated, further = ask(w, 0, work, a.steps, a.timeout_s)
-        emulations[w.name] = emulated
-        got = predict_all(w, truths, folder, emulated, a.steps, further)
-        rows += got
-        for r in got:
-            report(r, emulated)
-        if w.name in again and emulated["exit_code"] == 0:
-            asked = [ask(w, k, work, a.steps, a.timeout_s) for k in range(1, a.repeat)]
-            for t in truths:
-                answers = [next(r for r in got if (r["gpu"], r["gpus"]) == (t.gpu, t.gpus)),
-                           *(r for f, e, m in asked for r in predict_all(w, [t], f, e, a.steps, m))]
-                preds = [r["predicted_s"] for r in answers]
-                ok = [p for p in preds if p is not None]
-                repeatability.append({"workload": w.name, "gpu": t.gpu, "gpus": t.gpus, "predicted_s": preds,
-                                      "emulations": [len(r.get("emulations_s") or ()) for r in answers],
-                                      "spread": repeat_spread(ok) if len(ok) > 1 else None,
-                                      "errors": [error(p, t.step_s) for p in preds]})
-                print(f"{w.name:20} {t.gpu:15} x{t.gpus}  asked {len(preds)} times: "
-                      f"{', '.join(_ms(p) for p in preds)} ms, spread {_abs_pct(repeatability[-1]['spread'])}",
-                      flush=True)
+        for gpus in sorted({t.gpus for t in truths}, key=lambda g: (g != w.gpus, g)):  # the suite's own first
+            got, rep = questions(w if gpus == w.gpus else replace(w, gpus=gpus), [t for t in truths if t.gpus == gpus],
+                                 work if gpus == w.gpus else work / f"x{gpus}", a.steps, a.timeout_s,
+                                 a.repeat if w.name in again else 1, emulations)
+            rows += got
+            repeatability += rep
     summary = summarize(rows)
     spreads = [r["spread"] for r in repeatability if r["spread"] is not None]
     used = [n for r in repeatability for n in r["emulations"]]
