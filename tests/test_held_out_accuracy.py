@@ -150,7 +150,8 @@ def test_another_gpu_count_is_emulated_with_that_many_ranks(data: Path, tmp_path
     monkeypatch.setattr(accuracy, "emulate", emulate)
     emulations: dict[str, object] = {}
     four_ranks = replace(BY_NAME["ddp_gpt2_tied"], gpus=4)
-    rows, again = accuracy.questions(four_ranks, [four], tmp_path / "work" / "x4", 6, 60.0, 5, emulations)
+    rows, again = accuracy.questions(four_ranks, [four], tmp_path / "work" / "x4", 6, 60.0, 5, emulations,
+                                     "ddp_gpt2_tied x4")
     assert again == []  # a failed emulation is not asked again
     assert asked == [(4, tmp_path / "work" / "x4" / "ddp_gpt2_tied" / "run0")]  # four ranks, apart from the suite's two
     assert [(r["workload"], r["gpus"], r["predicted_s"]) for r in rows] == [("ddp_gpt2_tied", 4, None)]

@@ -46,7 +46,7 @@ if __package__ in (None, ""):  # run as a script: the repository root is what th
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.campaigns.gpu_fidelity_campaign import cpu_model
-from benchmarks.held_out.suite import BY_NAME, FROZEN, WORKLOADS, Workload
+from benchmarks.held_out.suite import FROZEN, WORKLOADS, Workload
 from benchmarks.held_out.truth import DATA, ROOT, Truth, read_truth
 from benchmarks.step_truth import with_steps
 from maya.predict import AGREE, FurtherEmulationFailed, PredictError, predict_asked, predict_folder, rank_traces
@@ -233,6 +233,7 @@ def predict_all(w: Workload, truths: list[Truth], folder: Path, emulated: dict[s
 
 
 def report(r: dict[str, Any], emulated: dict[str, Any]) -> None:
+    """One predicted configuration's line of the run's log."""
     print(f"{r['workload']:20} {r['gpu']:15} x{r['gpus']}  measured {_ms(r['measured_s']):>7} ms "
           f"({r['runs']} runs, spread {100 * r['spread']:4.1f}%)  predicted {_ms(r['predicted_s']):>7} ms "
           f"{_pct(r['error']):>7}  memory {_pct(r['memory_error']):>7}  (emulated in {emulated['wall_s']} s)"
@@ -240,13 +241,14 @@ def report(r: dict[str, Any], emulated: dict[str, Any]) -> None:
 
 
 def questions(w: Workload, truths: list[Truth], work: Path, steps: int, timeout_s: float, repeat: int,
-              emulations: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+              emulations: dict[str, Any], key: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The workload's configurations on ``w.gpus`` GPUs, asked as ``maya predict`` asks (emulations
-    under ``work``), and where ``repeat`` > 1 asked that many times in all: (rows, repeatability).
-    A DDP workload measured on another number of GPUs too comes here as a copy of itself with that
-    many ranks (the same script, each rank's batch unchanged)."""
+    under ``work``, the first one's summary kept as ``emulations[key]``), and where ``repeat`` > 1
+    asked that many times in all: (rows, repeatability).  A DDP workload measured on another number
+    of GPUs too comes here as a copy of itself with that many ranks (the same script, each rank's
+    batch unchanged)."""
     folder, emulated, further = ask(w, 0, work, steps, timeout_s)
-    emulations[w.name if w.gpus == BY_NAME[w.name].gpus else f"{w.name} x{w.gpus}"] = emulated
+    emulations[key] = emulated
     got = predict_all(w, truths, folder, emulated, steps, further)
     for r in got:
         report(r, emulated)
@@ -399,9 +401,11 @@ def main() -> int:
             print(f"{w.name}: no ground truth in {DATA}", flush=True)
             continue
         for gpus in sorted({t.gpus for t in truths}, key=lambda g: (g != w.gpus, g)):  # the suite's own first
-            got, rep = questions(w if gpus == w.gpus else replace(w, gpus=gpus), [t for t in truths if t.gpus == gpus],
-                                 work if gpus == w.gpus else work / f"x{gpus}", a.steps, a.timeout_s,
-                                 a.repeat if w.name in again else 1, emulations)
+            own = gpus == w.gpus  # the suite's emulations keep their folders and names
+            got, rep = questions(replace(w, gpus=gpus), [t for t in truths if t.gpus == gpus],
+                                 work if own else work / f"x{gpus}", a.steps, a.timeout_s,
+                                 a.repeat if w.name in again else 1, emulations,
+                                 w.name if own else f"{w.name} x{gpus}")
             rows += got
             repeatability += rep
     summary = summarize(rows)
