@@ -248,10 +248,15 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
     }
 
 
+# Device values a router's choice or counts come from (maya/_hook/_maya_device_values.py's kinds).
+_ROUTING = frozenset({"bincount", "histc", "topk", "argmax", "nonzero"})
+
+
 def device_value_lines(values: dict[str, Any] | None, device_reads: int = 0) -> list[str]:
     """What a rank read of device values, where no kernel ran: the expected values it was given, and the
-    reads that saw zeros (by program line; ``values`` is its ``device_values``).  Without the start-up
-    hook's report (None), the bare count of reads."""
+    reads that saw zeros (by program line; ``values`` is its ``device_values``), and, where a router's counts
+    were given, the host cost of its changing GEMM shapes that the prediction leaves out.  Without the
+    start-up hook's report (None), the bare count of reads."""
     if values is None:
         if not device_reads:
             return []
@@ -266,6 +271,11 @@ def device_value_lines(values: dict[str, Any] | None, device_reads: int = 0) -> 
         lines.append("read integer device values no kernel computed here (zeros): " + ", ".join(
             f"{u['operation']} at {u['where']} (x{u['count']})" for u in values["unknown"][:5])
             + ": work sized or chosen by them may differ from a real GPU's")
+    if any(a["operation"] in _ROUTING for a in values["assumed"]):
+        lines.append("a real router's counts change from step to step, so the GEMMs they size take shapes the "
+                     "process has not run, each costing the GPU server's host 0.1-0.2 ms more than a seen one; the "
+                     "balanced split here is the same every step, and the prediction leaves that cost out (7 to 55 ms "
+                     "a step in the mixtures of experts measured: docs/accuracy.md)")
     return lines
 
 

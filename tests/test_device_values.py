@@ -67,6 +67,7 @@ def test_data_dependent_results_get_expected_values(tmp_path: Path) -> None:
     lines = device_value_lines(r.rank0["device_values"])
     assert "bincount at script.py:4 (x1): counts spread evenly over the bins" in lines[0]
     assert "nonzero at script.py:12 (x1)" in lines[1] and "may differ from a real GPU's" in lines[1]
+    assert "a real router's counts change from step to step" in lines[2]  # bincount's counts
     assert any("nonzero at script.py:12" in line for line in r.stdout.splitlines() + r.stderr.splitlines())
 
 
@@ -84,6 +85,15 @@ def test_outside_the_emulating_interposer_torch_is_untouched() -> None:
            "'_maya_device_values' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False"]
+
+
+@pytest.mark.parametrize(("operation", "router"), [("bincount", True), ("topk", True), ("coalesce", False)])
+def test_a_routers_counts_warn_of_the_gemm_shapes_they_change(operation: str, router: bool) -> None:
+    """A router's real counts differ every step, and so do the shapes of the GEMMs they size: a cost of
+    the real host (benchmarks.held_out.new_shapes) that one balanced split, repeated, leaves out."""
+    values = {"assumed": [{"operation": operation, "where": "moe.py:50", "count": 40, "as": "..."}], "unknown": []}
+    lines = device_value_lines(values)
+    assert any("GEMMs they size take shapes the process has not run" in line for line in lines) == router
 
 
 @pytest.mark.parametrize("values", [None, {"assumed": [], "unknown": []}])
