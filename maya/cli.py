@@ -197,6 +197,10 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
         return rc
 
     def further(k: int) -> Path:
+        if k == 1 and args.repeat is None:  # predict_asked wants more than one: the step follows its host
+            print(f"maya predict: the step follows its host {100 * p.sensitivity['host']:.0f}%, and one "
+                  "emulation's host delays can run up to twice as slow: emulating once or twice more for the "
+                  "median ('--repeat 1' emulates once)", file=sys.stderr)
         if (rc := emulate(out / f"run{k}")) != 0:
             raise FurtherEmulationFailed(rc)
         return out / f"run{k}"
@@ -208,10 +212,6 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
         p = predict_folder(out, args.gpu, gpus_per_node=args.gpus_per_node, oracle=args.oracle,
                            timeline=args.timeline)
         if args.source is None:
-            if args.repeat is None and p.host_sensitive:
-                print(f"maya predict: the step follows its host {100 * p.sensitivity['host']:.0f}%, and one "
-                      "emulation's host delays can run up to twice as slow: emulating once or twice more for the "
-                      "median ('--repeat 1' emulates once)", file=sys.stderr)
             p = predict_asked(out, args.gpu, further, repeat=args.repeat, gpus_per_node=args.gpus_per_node,
                               timeline=args.timeline, known=p)
             if args.repeat is None and len(p.emulations_s) == 2:
