@@ -43,7 +43,8 @@ DEFAULT_CANDIDATE = "et/ratio"
 DEFAULT_FLOOR_NS = 1000.0
 
 
-def _regressor(name: str, n: int) -> Any:
+def regressor(name: str, n: int) -> Any:
+    """A fresh, unfitted model of ``name`` (``et``: extra trees, ``hgb``: boosting) for ``n`` training points."""
     from sklearn.ensemble import ExtraTreesRegressor, HistGradientBoostingRegressor  # type: ignore[import-untyped]
 
     # Small leaves and every feature at each split: the profile tables are dense enough for
@@ -157,7 +158,7 @@ class Fitter:
         return y - np.log(self._base[idx]) if target == "ratio" else y
 
     def _fit(self, model: str, target: str, idx: npt.NDArray[np.int64]) -> Any:
-        reg = _regressor(model, len(idx))
+        reg = regressor(model, len(idx))
         reg.fit(self._x[idx], self._y(target, idx))
         return reg
 
