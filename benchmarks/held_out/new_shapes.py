@@ -93,12 +93,13 @@ def main() -> int:
     out: list[dict[str, Any]] = []
     print(f"{'workload':22} {'machine':22} {'source':9} {'BLAS/step':>9} {'new/step':>8} {'new us':>7} "
           f"{'seen us':>7} {'new ms/step':>11} {'predicted short by':>18}")
-    for archive in sorted(args.records.glob("*/*.tar.xz")):
-        name, machine = archive.name.removesuffix(".tar.xz"), archive.parent.name
+    archives = sorted({(p.parent, p.name.partition(".tar.xz")[0]) for p in args.records.glob("*/*.tar.xz*")})
+    for folder, name in archives:  # a record larger than a part comes as NAME.tar.xz.00, .01...
+        machine = folder.name
         if name not in BY_NAME or BY_NAME[name].gpus > 1:  # DDP: no GEMM of theirs is sized by device values
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            extract_all(archive.parent, Path(tmp), (archive.name,))
+            extract_all(folder, Path(tmp), (f"{name}.tar.xz",))
             found = new_shape_calls(read_trace(Path(tmp) / name / "rank0.mayatrace"))
         rows = [("record", machine, found)]
         emulated = args.emulations / name / "run0" / "rank0.mayatrace" if args.emulations else None
