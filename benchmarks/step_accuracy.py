@@ -102,7 +102,7 @@ def host_for(case: Measured, calibration: dict[str, Any]) -> HostModel:
     """The case's machine's host, with the factors fitted without the case's example model."""
     family = model_family(case)
     rows = [r for r in calibration.get(case.gpu, {}).get("configs", []) if r["family"] == family]
-    host = host_model(case.gpu, node=case.processes > 1)
+    host = host_model(case.gpu, ranks=case.processes)
     if not rows:
         return host
     r = rows[0]

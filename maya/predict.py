@@ -139,6 +139,11 @@ def rank_traces(folder: Path) -> list[Trace]:
     return [read_trace(p) for _, p in found]
 
 
+def world_size(traces: list[Trace]) -> int:
+    """How many ranks the job has, as its traces' headers say (else as many as were traced)."""
+    return max(int(traces[0].header.get("world_size") or 0), len(traces))
+
+
 @dataclass
 class Job:
     """The traces of a run, every device operation timed for one GPU: ready to replay on its host."""
@@ -191,7 +196,7 @@ class Job:
 
         durations = self.durations if durations is None else durations
         try:
-            return simulate(self.traces, durations, collective_ns, host_slowdown=host.slowdown,
+            return simulate(self.traces, durations, collective_ns, host_slowdown=host.delay_factor,
                             call_ns=host.priced_calls(), default_call_ns=host.default_call_ns, gap_scale=self.gap_scale,
                             launch_latency_ns=host.launch_latency_ns, launch_gap_ns=host.launch_gap_ns,
                             sharing=self.sharing)
@@ -251,7 +256,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     job = prepare(folder, gpu, gpus_per_node=gpus_per_node, oracle=oracle)
     g, traces = job.gpu, job.traces
     if host is None:
-        host = host_model(g.name).as_recorded() if oracle else host_model(g.name, node=len(traces) > 1)
+        host = host_model(g.name).as_recorded() if oracle else host_model(g.name, ranks=world_size(traces))
     results = job.replay(host)
     try:
         steps, records = trace_steps(traces[0])

@@ -22,9 +22,11 @@ from maya.predictor.replay.host import (
     CALL_SCALES,
     SLOWDOWNS,
     HostModel,
+    expected_max_normal,
     fit_host,
     host_model,
     quiet_gap_scales,
+    rank_wait,
     server_call_ns,
     steady_step_delays,
     step_host_times_ns,
@@ -109,13 +111,42 @@ def test_calibrated_and_nominal_host(tmp_path: Path) -> None:
     # A job of several ranks runs on a machine of several GPUs: its calls as measured there, where they were.
     path.write_text(json.dumps({"machines": {"X": {"slowdown": 2.5, "call_scale": 1.5, "call_ns": {"kernel": 4000.0},
                                                    "node_call_ns": {"kernel": 3000.0}}}}))
-    assert host_model("X", path, node=True).call_ns == {int(Kind.KERNEL): 3000.0}
+    assert host_model("X", path, ranks=2).call_ns == {int(Kind.KERNEL): 3000.0}
     assert host_model("X", path).call_ns == {int(Kind.KERNEL): 4000.0}
-    assert host_model("X", path, node=True).slowdown == 2.5 and host_model("X", path, node=True).call_scale == 1.5
+    assert host_model("X", path, ranks=2).slowdown == 2.5 and host_model("X", path, ranks=2).call_scale == 1.5
     for gpu, m in calib["machines"].items():  # the committed costs of several GPUs are those measured there
         measured = json.loads((ROOT / "benchmarks" / "data" / "server_call_cost" / f"{gpu}-node.json").read_text())
         assert m["node_call_ns"] == measured["ns_per_call"]
-        assert host_model(gpu, node=True).call_ns == server_call_ns(m["node_call_ns"]) != host_model(gpu).call_ns
+        assert host_model(gpu, ranks=2).call_ns == server_call_ns(m["node_call_ns"]) != host_model(gpu).call_ns
+
+
+def test_a_job_of_several_ranks_waits_for_the_slowest(tmp_path: Path) -> None:
+    """On a server each rank's host time varies about the ranks' mean and a data-parallel step goes at its
+    slowest rank's pace: a job of n ranks has its delays charged the expected slowest of n over the mean,
+    where the calibration measured the ranks' spread (rank_jitter); one rank, or no measurement, none."""
+    assert expected_max_normal(1) == 0.0
+    assert expected_max_normal(2) == pytest.approx(1 / np.sqrt(np.pi), rel=1e-4)  # E[max of 2] = 1/sqrt(pi)
+    assert expected_max_normal(4) == pytest.approx(1.0294, abs=1e-4)
+    assert rank_wait(0.1, 4) == pytest.approx(1.10294, abs=1e-4) and rank_wait(0.1, 1) == 1.0
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"machines": {"X": {"slowdown": 2.0, "rank_jitter": 0.1}, "Y": {"slowdown": 2.0}}}))
+    assert host_model("X", path).rank_wait == 1.0 and host_model("X", path).delay_factor == 2.0
+    four = host_model("X", path, ranks=4)
+    assert four.slowdown == 2.0 and four.delay_factor == pytest.approx(2.0 * 1.10294, abs=1e-3)
+    assert host_model("Y", path, ranks=4).delay_factor == 2.0
+    # A job's replay charges the delays the whole factor: as a slowdown that large would.
+    from maya.predict import Job
+
+    trace = read_trace(loop_trace(tmp_path / "r.mayatrace"))
+    job = Job(catalog.lookup("H100-SXM-80GB"), tmp_path, [trace], [{}], [[]], {}, [set()], 1,
+              [np.ones(len(trace.records))], {}, {})
+    (a,) = job.replay(HostModel(2.0, {}, 0.0, rank_wait=1.5))
+    (b,) = job.replay(HostModel(3.0, {}, 0.0))
+    (c,) = job.replay(HostModel(2.0, {}, 0.0))
+    assert step_host_times_ns(trace, a, 3) == step_host_times_ns(trace, b, 3) != step_host_times_ns(trace, c, 3)
+    # The committed calibration has the H100's measured, and a recorded trace's host none.
+    committed = host_model("H100-SXM-80GB", ranks=2)
+    assert committed.rank_wait > 1.0 and committed.as_recorded().rank_wait == 1.0
 
 
 def test_server_call_costs_price_the_replayed_host(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ from statistics import median
 
 import numpy as np
 
+from benchmarks.calibration import rank_wait
 from benchmarks.campaigns.gpu_fidelity_campaign import cpu_model
 from benchmarks.merge_lease import CALL_COSTS
 from benchmarks.step_truth import DATA, EMULATED_STEPS, STEADY_FROM, emulate, emulated_host_s, measured
@@ -111,6 +112,7 @@ def main() -> int:
     ap.add_argument("--emulations", type=int, default=5, help="emulations per configuration (default %(default)s)")
     a = ap.parse_args()
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-host-calibration-"))
+    waits = rank_wait.measure()
     gpus = sorted(p.name for p in DATA.iterdir() if p.is_dir())
     jobs = {gpu: [(m, typical_emulation(m.argv, gpu, work / gpu / m.name, a.emulations)) for m in measured(gpu)
                   if m.processes == 1 and m.host_s] for gpu in gpus}
@@ -152,13 +154,16 @@ def main() -> int:
         node_calls = call_costs(f"{gpu}-node")  # machines of several GPUs: priced apart, not fitted on
         if node_calls:
             machines[gpu]["node_call_ns"] = node_calls
+        if gpu in waits:  # and their ranks' wait for the slowest (benchmarks.calibration.rank_wait)
+            machines[gpu]["rank_jitter"] = round(waits[gpu]["rank_jitter"], 4)
         report[gpu] = {"summary": summary, "call_ns": calls, "launch": launch, "configs": rows}
     emulating = {"cpu": cpu_model(), "cpus": len(os.sched_getaffinity(0)), "host_probe_ns": reference}
     CALIBRATION.write_text(json.dumps({
         "about": "Host model per catalog machine: the host ns of each kind of CUDA call measured on GPU servers "
                  "(call_ns, benchmarks/campaigns/server_call_cost.sh, the median over machines), and the factors on those "
                  "costs (call_scale; node_call_ns: the same calls on machines of several such GPUs, for jobs "
-                 "of several ranks) and on the host delays emulated on the CPU below (slowdown; that CPU's "
+                 "of several ranks; rank_jitter: how a rank's host time spreads about the ranks' mean there, "
+                 "benchmarks/calibration/rank_wait.py) and on the host delays emulated on the CPU below (slowdown; that CPU's "
                  "maya.cpu_probe read host_probe_ns, and delays emulated elsewhere are rescaled by it) that make "
                  "the replay's host time per step closest to the server's (benchmarks/calibration/host.py); "
                  "and the server's launch latency and gap between queued operations (launch, "

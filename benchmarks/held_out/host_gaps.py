@@ -129,7 +129,7 @@ def main() -> int:
             traces = rank_traces(folder)
             rows += transitions(recorded, traces[0], args.steps)
             steps += args.steps
-    host = host_model(args.gpu, node=len(traces) > 1)
+    host = host_model(args.gpu, ranks=len(traces))
     print("\n".join(report(rows, steps, host.slowdown)))
     return 0
 

@@ -21,6 +21,14 @@ would mistake those waits for a slow host.
 A job of several ranks runs on a machine of several GPUs, whose calls cost
 less than the single-GPU servers' the factors were fitted on; they are
 priced as measured on such machines where they were (``node_call_ns``).
+And its ranks wait for each other: on a server each rank's host work varies
+from step to step (and rank to rank), and a data-parallel step goes at its
+slowest rank's pace, while the replay steadies every rank alike.  Where the
+calibration measured that noise (``rank_jitter``, the relative spread of a
+rank's host time about the ranks' mean, from records of a calibration size on
+every GPU of several-GPU servers: ``python -m benchmarks.calibration.rank_wait``),
+the delays of a job of ``n`` ranks are charged the expected slowest of ``n``
+such ranks over their mean (:func:`rank_wait`).
 
 The slowdown refers to the CPU it was calibrated on, as :mod:`maya.cpu_probe`
 read it (``reference_probe_ns``); delays emulated on another CPU, or on the
@@ -33,6 +41,7 @@ measurements behind the model are in ``docs/host-model.md``.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -74,6 +83,12 @@ class HostModel:
     call_scale: float = 1.0  # fitted: a call inside a training step costs more than in a tight loop
     launch_latency_ns: float = LAUNCH_LATENCY_NS  # from a launch call's return to its work starting on an idle device
     launch_gap_ns: float = LAUNCH_GAP_NS  # from the end of one operation to the start of the next queued behind it
+    rank_wait: float = 1.0  # on the delays of a job of several ranks: its slowest rank over their mean (rank_wait())
+
+    @property
+    def delay_factor(self) -> float:
+        """What the replay multiplies the emulated host delays by."""
+        return self.slowdown * self.rank_wait
 
     def priced_calls(self) -> dict[int, float] | None:
         """Host ns per call by record kind, as the replay charges them (None: as recorded)."""
@@ -107,18 +122,36 @@ def server_call_ns(measured: Mapping[str, float]) -> dict[int, float]:
     return {int(kind): float(measured[name]) for name, kind in CALL_KINDS.items() if name in measured}
 
 
-def host_model(gpu: str, path: Path = CALIBRATION, *, node: bool = False) -> HostModel:
-    """The calibrated host of catalog machine ``gpu``, else the nominal one.  ``node``: the host
-    of a machine with several such GPUs (a job of several ranks), whose calls are priced as
-    measured on such machines where they were (``node_call_ns``): the single-GPU servers the
-    factors were fitted on are other machines, whose calls cost more."""
+def expected_max_normal(n: int) -> float:
+    """The expected largest of ``n`` independent standard normal draws (0 for one)."""
+    if n <= 1:
+        return 0.0
+    x = np.linspace(-9.0, 9.0, 3601)
+    cdf = 0.5 * (1.0 + np.array([math.erf(v / math.sqrt(2.0)) for v in x]))
+    pdf = np.exp(-x * x / 2.0) / math.sqrt(2.0 * math.pi)
+    return float(np.sum(x * n * pdf * cdf ** (n - 1)) * (x[1] - x[0]))
+
+
+def rank_wait(jitter: float, ranks: int) -> float:
+    """The pace of ``ranks`` ranks whose host time spreads by ``jitter`` (relative standard deviation)
+    about their mean, over that mean: the step waits for the slowest."""
+    return 1.0 + jitter * expected_max_normal(ranks)
+
+
+def host_model(gpu: str, path: Path = CALIBRATION, *, ranks: int = 1) -> HostModel:
+    """The calibrated host of catalog machine ``gpu``, else the nominal one, for a job of ``ranks``
+    ranks.  Several ranks run on a machine of several such GPUs, whose calls are priced as measured
+    on such machines where they were (``node_call_ns``: the single-GPU servers the factors were
+    fitted on are other machines, whose calls cost more), and wait for the slowest of them where the
+    calibration measured the ranks' spread (``rank_jitter``)."""
     calibration = json.loads(path.read_text()) if path.is_file() else {}
     m = calibration.get("machines", {}).get(gpu)
     if not m:
         return HostModel()
-    if node and m.get("node_call_ns"):
+    if ranks > 1 and m.get("node_call_ns"):
         m = {**m, "call_ns": m["node_call_ns"]}
-    return calibrated_host(m, calibration.get("emulating_cpu", {}).get("host_probe_ns"))
+    host = calibrated_host(m, calibration.get("emulating_cpu", {}).get("host_probe_ns"))
+    return replace(host, rank_wait=rank_wait(float(m.get("rank_jitter", 0.0)), ranks))
 
 
 def calibrated_host(machine: Mapping[str, Any], reference_probe_ns: float | None) -> HostModel:
