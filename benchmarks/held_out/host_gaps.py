@@ -9,10 +9,10 @@ thread by thread (:func:`maya.predictor.trace.align.align_traces`); between two
 consecutive aligned operations of a thread, inside each of the last N steps
 (between device synchronisations), the host's own time is the span less the
 durations of the calls in it: on the server as recorded, and under emulation
-(the delay the replay multiplies by ``slowdown``).  Prints, per thread, the sum
+(the delay the replay multiplies by ``slowdown``, times the rank wait for several ranks).  Prints, per thread, the sum
 and the recorded / emulated ratio by size of the emulated delay, then the
 delays of 100 us and more that recur in every step, each with what the host
-model charges for it (``slowdown`` x the emulated delay).
+model charges for it (that factor x the emulated delay).
 
 Caveat: record mode subscribes to every runtime and driver API callback, so
 the recorded delays include its own cost for each CUDA call the trace does not
@@ -92,7 +92,7 @@ def report(rows: list[tuple[str, float, float, str, str]], steps: int, slowdown:
     for thread in sorted({r[0] for r in rows}):
         x = np.array([(r[1], r[2]) for r in rows if r[0] == thread])
         lines.append(f"{thread}: {len(x) / steps:.0f} delays a step, recorded {x[:, 0].sum() / steps / 1e6:.2f} ms, "
-                     f"emulated {x[:, 1].sum() / steps / 1e6:.2f} ms (x slowdown {slowdown:.2f}: "
+                     f"emulated {x[:, 1].sum() / steps / 1e6:.2f} ms (x delay factor {slowdown:.2f}: "
                      f"{slowdown * x[:, 1].sum() / steps / 1e6:.2f} ms)")
         for lo, hi in zip(BINS_US[:-1], BINS_US[1:], strict=True):
             s = (x[:, 1] >= lo * 1e3) & (x[:, 1] < hi * 1e3)
@@ -130,7 +130,7 @@ def main() -> int:
             rows += transitions(recorded, traces[0], args.steps)
             steps += args.steps
     host = host_model(args.gpu, ranks=len(traces))
-    print("\n".join(report(rows, steps, host.slowdown)))
+    print("\n".join(report(rows, steps, host.delay_factor)))
     return 0
 
 
