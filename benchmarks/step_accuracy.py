@@ -10,7 +10,7 @@ bootstrap interval: the server's host speed drifts, so a host-bound size's
 median is known to +-10% at best); and
 the 2-rank DDP example at four sizes on 2 x H200 (``ddp*``, 5 to 10 fresh runs
 each over three machines) and at three on 2 x H100 (the default size and two with
-AdamW's foreach form and gradient clipping, eight runs each on one machine).  The targets are judged on those; the same
+AdamW's foreach form and gradient clipping, 11 to 17 runs each over three machines).  The targets are judged on those; the same
 single-GPU examples and
 sizes measured on H200s (10 to 16 runs each, over seven campaigns) are predicted too, and
 summed up apart (``H200-SXM-141GB``), to show the method on a second GPU.
@@ -21,7 +21,9 @@ emulation of median step time; the first emulation's own error is reported
 beside it): the estimators of the
 measured GPU, the collective model, and the host model with the slowdown
 fitted on the other example models (leave one model out,
-benchmarks/results/host_calibration.json), so no case is predicted with a
+benchmarks/results/host_calibration.json), and for a DDP size the node
+factor fitted on the GPU's other DDP sizes (leave one configuration out,
+benchmarks/calibration/node_host.py), so no case is predicted with a
 factor that saw it.  The oracle column is the replay's own error: the
 trace of the same configuration recorded on the H100 (``maya record``, the
 profiling campaign's ``oracle-*`` jobs) replayed with its measured device
@@ -48,6 +50,7 @@ from statistics import median
 from typing import Any
 
 from benchmarks.archives import extract_all
+from benchmarks.calibration.node_host import node_factors_without_each
 from benchmarks.step_truth import Measured, emulate, measured
 from maya.predict import PredictError, predict_folder, predict_median, prepare
 from maya.predictor.replay.host import HostModel, host_model
@@ -155,6 +158,10 @@ def main() -> int:
     speed = json.loads(a.family_speed.read_text()) if a.family_speed else None
     rows: list[dict[str, Any]] = []
     cases = [*measured(GPU), *measured(SECOND_GPU)]
+    # A case of several ranks is judged with the node factor fitted on the GPU's other such cases.
+    ranked = [c for c in cases if c.processes > 1 and any(w.gpu == c.gpu and w.processes > 1 for w in cases
+                                                          if not wanted or w.name in wanted)]
+    node = node_factors_without_each(ranked, work / "emulated", a.repeat, lambda c: host_for(c, calibration))
     for case in cases:
         if wanted and case.name not in wanted:
             continue
@@ -163,13 +170,16 @@ def main() -> int:
                    for k in range(a.repeat)]
         out = folders[0]
         host = host_for(case, calibration)
+        if case.processes > 1:
+            host = replace(host, node_slowdown=node[f"{case.gpu}/{case.name}"])
         if speed:
             ratio = speed["summary"]["probe_ratio_median"] / speed["summary"]["job_ratio_by_family"][model_family(case)]
             host = replace(host, slowdown=host.slowdown * ratio)
         t0 = time.perf_counter()
         row: dict[str, Any] = {"case": case.name, "gpu": case.gpu, "processes": case.processes, "argv": case.argv,
                                "measured_s": meas, "spread": case.spread, "runs": len(case.step_s),
-                               "measured_interval": case.median_interval(), "host_slowdown": host.slowdown}
+                               "measured_interval": case.median_interval(), "host_slowdown": host.slowdown,
+                               "node_slowdown": host.node_slowdown}
         try:
             p = predict_median(folders, case.gpu, gpus_per_node=case.processes, host=host)
             error = p.step_time_s / meas - 1

@@ -20,10 +20,12 @@ from maya.emulate import EmulateOptions, build_env, find_library
 from maya.predictor.replay.host import (
     CALIBRATION,
     CALL_SCALES,
+    NODE_SLOWDOWNS,
     SLOWDOWNS,
     HostModel,
     expected_max_normal,
     fit_host,
+    fit_node_slowdown,
     host_model,
     quiet_gap_scales,
     rank_wait,
@@ -147,6 +149,35 @@ def test_a_job_of_several_ranks_waits_for_the_slowest(tmp_path: Path) -> None:
     # The committed calibration has the H100's measured, and a recorded trace's host none.
     committed = host_model("H100-SXM-80GB", ranks=2)
     assert committed.rank_wait > 1.0 and committed.as_recorded().rank_wait == 1.0
+
+
+
+def test_a_job_of_several_ranks_runs_at_its_machines_pace(tmp_path: Path) -> None:
+    """A job of several ranks runs on a machine of several GPUs, whose host is not the single-GPU servers' the
+    factors were fitted on: its delays are charged the node factor the calibration fitted (none for one rank),
+    as a slowdown that much larger would charge them; and the fit picks the factor that brings the median
+    configuration to its measured step."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"machines": {"X": {"slowdown": 2.0, "node_slowdown": 1.25}, "Y": {"slowdown": 2.0}}}))
+    assert host_model("X", path).delay_factor == 2.0 and host_model("X", path).node_slowdown == 1.0
+    assert host_model("X", path, ranks=2).delay_factor == pytest.approx(2.5)
+    assert host_model("Y", path, ranks=2).delay_factor == 2.0
+    from maya.predict import Job
+
+    trace = read_trace(loop_trace(tmp_path / "r.mayatrace"))
+    job = Job(catalog.lookup("H100-SXM-80GB"), tmp_path, [trace], [{}], [[]], {}, [set()], 1,
+              [np.ones(len(trace.records))], {}, {})
+    (a,) = job.replay(HostModel(2.0, {}, 0.0, node_slowdown=1.5))
+    (b,) = job.replay(HostModel(3.0, {}, 0.0))
+    assert step_host_times_ns(trace, a, 3) == step_host_times_ns(trace, b, 3)
+    # Three configurations whose predicted step grows with the factor; their measured steps ask for 1.2,
+    # 1.2 and 1.4: the median configuration's, 1.2.
+    steps = np.array([NODE_SLOWDOWNS * k for k in (1.0, 2.0, 3.0)])
+    assert fit_node_slowdown(steps, [1.2, 2.4, 4.2]) == pytest.approx(1.2)
+    # Any factor between two configurations asking 1.1 and 1.3 fits as well: the nearest to 1 is kept.
+    assert fit_node_slowdown(steps[:2], [1.1, 2.6]) == pytest.approx(1.1)
+    with pytest.raises(ValueError):
+        fit_node_slowdown(steps, [1.2, 2.4])
 
 
 def test_server_call_costs_price_the_replayed_host(tmp_path: Path) -> None:
@@ -319,3 +350,14 @@ print(json.dumps(took))
     assert r.rank0["hook_seconds"] == pytest.approx(hook_s)
     assert gap < 0.2 * took * 1e9 and 0.9 * took <= hook_s <= took
     assert trace.header["gc_us"] / 1e6 < 0.1 * took  # the nested collection is the hook's
+
+
+def test_the_committed_node_factors_are_the_fitted_ones() -> None:
+    """predictor/host_calibration.json's node_slowdown is what benchmarks.calibration.node_host fitted, as saved
+    in benchmarks/results/node_host.json (a hand edit of either fails here)."""
+    fitted = json.loads((ROOT / "benchmarks" / "results" / "node_host.json").read_text())["machines"]
+    committed = json.loads(CALIBRATION.read_text())["machines"]
+    assert fitted and {gpu for gpu, m in committed.items() if "node_slowdown" in m} == set(fitted)
+    for gpu, m in fitted.items():
+        assert committed[gpu]["node_slowdown"] == pytest.approx(m["node_slowdown"], abs=1e-3)
+        assert host_model(gpu, ranks=2).node_slowdown == committed[gpu]["node_slowdown"]

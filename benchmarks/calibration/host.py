@@ -120,6 +120,7 @@ def main() -> int:
     # delays are rescaled by that over its own probe (the machine's speed drifts between runs).
     probes = [job.host_probe_ns for pairs in jobs.values() for _, job in pairs if job.host_probe_ns]
     reference = median(probes) if probes else None
+    previous = json.loads(CALIBRATION.read_text()).get("machines", {}) if CALIBRATION.is_file() else {}
     machines, report = {}, {}
     for gpu in gpus:
         rows, curves, calls, launch = [], [], call_costs(gpu), launch_times(gpu)
@@ -156,13 +157,18 @@ def main() -> int:
             machines[gpu]["node_call_ns"] = node_calls
         if gpu in waits:  # and their ranks' wait for the slowest (benchmarks.calibration.rank_wait)
             machines[gpu]["rank_jitter"] = round(waits[gpu]["rank_jitter"], 4)
+        if "node_slowdown" in previous.get(gpu, {}):  # fitted on top of these factors: refit it after them
+            machines[gpu]["node_slowdown"] = previous[gpu]["node_slowdown"]
+            print(f"{gpu}: node_slowdown kept from the previous calibration; refit it on the new factors: "
+                  "python -m benchmarks.calibration.node_host --write")
         report[gpu] = {"summary": summary, "call_ns": calls, "launch": launch, "configs": rows}
     emulating = {"cpu": cpu_model(), "cpus": len(os.sched_getaffinity(0)), "host_probe_ns": reference}
     CALIBRATION.write_text(json.dumps({
         "about": "Host model per catalog machine: the host ns of each kind of CUDA call measured on GPU servers "
                  "(call_ns, benchmarks/campaigns/server_call_cost.sh, the median over machines), and the factors on those "
                  "costs (call_scale; node_call_ns: the same calls on machines of several such GPUs, for jobs "
-                 "of several ranks; rank_jitter: how a rank's host time spreads about the ranks' mean there, "
+                 "of several ranks; node_slowdown: the factor on their delays there, benchmarks/calibration/node_host.py; "
+                 "rank_jitter: how a rank's host time spreads about the ranks' mean there, "
                  "benchmarks/calibration/rank_wait.py) and on the host delays emulated on the CPU below (slowdown; that CPU's "
                  "maya.cpu_probe read host_probe_ns, and delays emulated elsewhere are rescaled by it) that make "
                  "the replay's host time per step closest to the server's (benchmarks/calibration/host.py); "

@@ -18,12 +18,16 @@ includes the host's waits for the device inside the step (``.item()``, a
 copy to the host), which the replay reproduces, so a raw ratio of host times
 would mistake those waits for a slow host.
 
-A job of several ranks runs on a machine of several GPUs, whose calls cost
-less than the single-GPU servers' the factors were fitted on; they are
-priced as measured on such machines where they were (``node_call_ns``).
-And its ranks wait for each other: on a server each rank's host work varies
-from step to step (and rank to rank), and a data-parallel step goes at its
-slowest rank's pace, while the replay steadies every rank alike.  Where the
+A job of several ranks runs on a machine of several GPUs, not on the
+single-GPU servers the factors were fitted on: its calls are priced as
+measured on such machines where they were (``node_call_ns``), and its delays
+are charged that machine's pace over the single-GPU servers' where the
+calibration's jobs of several ranks fit one (``node_slowdown``, fitted
+through the replay on their step times:
+``python -m benchmarks.calibration.node_host``).  And its ranks wait for
+each other: on a server each rank's host work varies from step to step (and
+rank to rank), and a data-parallel step goes at its slowest rank's pace,
+while the replay steadies every rank alike.  Where the
 calibration measured that noise (``rank_jitter``, the relative spread of a
 rank's host time about the ranks' mean, from records of a calibration size on
 every GPU of several-GPU servers: ``python -m benchmarks.calibration.rank_wait``),
@@ -84,12 +88,13 @@ class HostModel:
     call_scale: float = 1.0  # fitted: a call inside a training step costs more than in a tight loop
     launch_latency_ns: float = LAUNCH_LATENCY_NS  # from a launch call's return to its work starting on an idle device
     launch_gap_ns: float = LAUNCH_GAP_NS  # from the end of one operation to the start of the next queued behind it
+    node_slowdown: float = 1.0  # on the delays of a job of several ranks: its machine's host against the single-GPU servers'
     rank_wait: float = 1.0  # on the delays of a job of several ranks: its slowest rank over their mean (rank_wait())
 
     @property
     def delay_factor(self) -> float:
         """What the replay multiplies the emulated host delays by."""
-        return self.slowdown * self.rank_wait
+        return self.slowdown * self.node_slowdown * self.rank_wait
 
     def priced_calls(self) -> dict[int, float] | None:
         """Host ns per call by record kind, as the replay charges them (None: as recorded)."""
@@ -143,9 +148,10 @@ def rank_wait(jitter: float, ranks: int) -> float:
 
 def host_model(gpu: str, path: Path = CALIBRATION, *, ranks: int = 1) -> HostModel:
     """The calibrated host of catalog machine ``gpu``, else the nominal one, for a job of ``ranks``
-    ranks.  Several ranks run on a machine of several such GPUs, whose calls are priced as measured
-    on such machines where they were (``node_call_ns``: the single-GPU servers the factors were
-    fitted on are other machines, whose calls cost more), and wait for the slowest of them where the
+    ranks.  Several ranks run on a machine of several such GPUs, not on the single-GPU servers the
+    factors were fitted on: their calls are priced as measured on such machines where they were
+    (``node_call_ns``), their delays run at that machine's pace where the calibration's jobs of
+    several ranks fitted it (``node_slowdown``), and they wait for the slowest of them where the
     calibration measured the ranks' spread (``rank_jitter``)."""
     calibration = json.loads(path.read_text()) if path.is_file() else {}
     m = calibration.get("machines", {}).get(gpu)
@@ -154,7 +160,10 @@ def host_model(gpu: str, path: Path = CALIBRATION, *, ranks: int = 1) -> HostMod
     if ranks > 1 and m.get("node_call_ns"):
         m = {**m, "call_ns": m["node_call_ns"]}
     host = calibrated_host(m, calibration.get("emulating_cpu", {}).get("host_probe_ns"))
-    return replace(host, rank_wait=rank_wait(float(m.get("rank_jitter", 0.0)), ranks))
+    if ranks <= 1:
+        return host
+    return replace(host, node_slowdown=float(m.get("node_slowdown", 1.0)),
+                   rank_wait=rank_wait(float(m.get("rank_jitter", 0.0)), ranks))
 
 
 def calibrated_host(machine: Mapping[str, Any], reference_probe_ns: float | None) -> HostModel:
@@ -226,6 +235,24 @@ def quiet_gap_scales(traces: Sequence[Trace]) -> list[npt.NDArray[np.float64]]:
                 scale[order[a:b]] = quickest[key] / total
         scales.append(scale)
     return scales
+
+
+NODE_SLOWDOWNS = np.round(np.arange(0.8, 1.6 + 1e-9, 0.025), 3)  # the node factors a calibration tries
+
+
+def fit_node_slowdown(step_s: npt.NDArray[np.float64], measured_s: Sequence[float]) -> float:
+    """The factor on a job of several ranks' delays whose replayed steps come closest to the measured ones.
+
+    ``step_s[c, i]``: configuration c's predicted step time with ``NODE_SLOWDOWNS[i]`` (the product's
+    prediction: the median over its emulations).  The step times, not the host's: a data-parallel
+    step's host waits for the other ranks at every gradient all-reduce, which its own host time
+    counts.  The median over configurations of |log(predicted / measured)| is minimised, as for
+    the single-GPU factors (:func:`fit_host`); a tie goes to the factor nearest 1."""
+    if len(measured_s) == 0 or step_s.shape != (len(measured_s), len(NODE_SLOWDOWNS)):
+        raise ValueError("need a row of predicted step times (one per node factor) per measured configuration")
+    err = np.median(np.abs(np.log(step_s / np.asarray(measured_s, np.float64)[:, None])), axis=0)
+    best = np.flatnonzero(err <= err.min() + 1e-12)
+    return float(NODE_SLOWDOWNS[best[np.argmin(np.abs(NODE_SLOWDOWNS[best] - 1.0))]])
 
 
 def fit_host(host_s: npt.NDArray[np.float64], measured_s: Sequence[float]) -> tuple[float, float]:
