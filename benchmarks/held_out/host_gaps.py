@@ -9,7 +9,8 @@ thread by thread (:func:`maya.predictor.trace.align.align_traces`); between two
 consecutive aligned operations of a thread, inside each of the last N steps
 (between device synchronisations), the host's own time is the span less the
 durations of the calls in it: on the server as recorded, and under emulation
-(the delay the replay multiplies by ``slowdown``, times the rank wait for several ranks).  Prints, per thread, the sum
+(the delay the replay multiplies by ``slowdown``, times the node factor and the rank wait for several
+ranks).  Prints, per thread, the sum
 and the recorded / emulated ratio by size of the emulated delay, then the
 delays of 100 us and more that recur in every step, each with what the host
 model charges for it (that factor x the emulated delay).
