@@ -361,3 +361,18 @@ def test_the_committed_node_factors_are_the_fitted_ones() -> None:
     for gpu, m in fitted.items():
         assert committed[gpu]["node_slowdown"] == pytest.approx(m["node_slowdown"], abs=1e-3)
         assert host_model(gpu, ranks=2).node_slowdown == committed[gpu]["node_slowdown"]
+
+
+def test_each_calibration_size_is_judged_with_a_node_factor_fitted_without_it() -> None:
+    """benchmarks.calibration.node_host: the factor over every configuration, and each configuration's
+    fitted on the others alone (so that step_accuracy judges no DDP size with a factor that saw it)."""
+    from benchmarks.calibration.node_host import fit_each
+
+    curves = np.array([NODE_SLOWDOWNS * k for k in (1.0, 2.0, 3.0)])
+    every, alone = fit_each(curves, [1.2, 2.4, 4.5])  # they ask for 1.2, 1.2 and 1.5
+    assert every == pytest.approx(1.2)
+    # Left out, the third's factor comes from the first two (1.2); the first's from 1.2 and 1.5: the nearer 1.
+    assert alone == pytest.approx([1.2, 1.2, 1.2])
+    _, alone = fit_each(curves, [1.0, 2.6, 4.5])  # 1.0, 1.3, 1.5
+    assert alone == pytest.approx([1.3, 1.0, 1.0])
+    assert fit_each(curves[:1], [1.3])[1] == [1.0]  # one configuration alone: nothing to fit it on
