@@ -34,9 +34,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from benchmarks.calibration import set_host_values
 from benchmarks.step_truth import DATA, Measured, emulate, measured
 from maya.predict import prepare
-from maya.predictor.replay.host import CALIBRATION, NODE_SLOWDOWNS, HostModel, fit_node_slowdown, host_model
+from maya.predictor.replay.host import NODE_SLOWDOWNS, HostModel, fit_node_slowdown, host_model
 from maya.predictor.replay.iterations import trace_steps
 from maya.predictor.replay.step import step_time
 
@@ -123,12 +124,7 @@ def main() -> int:
                                    "repeat": a.repeat, "machines": report}, indent=1) + "\n")
     print(f"saved {RESULTS}")
     if a.write:
-        calibration = json.loads(CALIBRATION.read_text())
-        for gpu, r in report.items():
-            if gpu in calibration.get("machines", {}):
-                calibration["machines"][gpu]["node_slowdown"] = round(r["node_slowdown"], 3)
-        CALIBRATION.write_text(json.dumps(calibration, indent=1) + "\n")
-        print(f"saved {CALIBRATION}")
+        set_host_values("node_slowdown", {gpu: round(r["node_slowdown"], 3) for gpu, r in report.items()})
     return 0
 
 

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.archives import extract_all
-from maya.predictor.replay.host import CALIBRATION, expected_max_normal, rank_wait, steady_step_delays
+from benchmarks.calibration import set_host_values
+from maya.predictor.replay.host import expected_max_normal, rank_wait, steady_step_delays
 from maya.predictor.trace.reader import read_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,12 +91,7 @@ def main() -> int:
                                    "data": str(DATA.relative_to(ROOT)), "machines": found}, indent=1) + "\n")
     print(f"saved {RESULTS}")
     if args.write:
-        calibration = json.loads(CALIBRATION.read_text())
-        for gpu, m in found.items():
-            if gpu in calibration.get("machines", {}):
-                calibration["machines"][gpu]["rank_jitter"] = round(m["rank_jitter"], 4)
-        CALIBRATION.write_text(json.dumps(calibration, indent=1) + "\n")
-        print(f"saved {CALIBRATION}")
+        set_host_values("rank_jitter", {gpu: round(m["rank_jitter"], 4) for gpu, m in found.items()})
     return 0
 
 
