@@ -10,7 +10,7 @@ bootstrap interval: the server's host speed drifts, so a host-bound size's
 median is known to +-10% at best); and
 the 2-rank DDP example at four sizes on 2 x H200 (``ddp*``, 5 to 10 fresh runs
 each over three machines) and at three on 2 x H100 (the default size and two with
-AdamW's foreach form and gradient clipping, 11 to 17 runs each over three machines).  The targets are judged on those; the same
+AdamW's foreach form and gradient clipping, 18 to 20 runs each over four machines).  The targets are judged on those; the same
 single-GPU examples and
 sizes measured on H200s (10 to 16 runs each, over seven campaigns) are predicted too, and
 summed up apart (``H200-SXM-141GB``), to show the method on a second GPU.
@@ -159,8 +159,8 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     cases = [*measured(GPU), *measured(SECOND_GPU)]
     # A case of several ranks is judged with the node factor fitted on the GPU's other such cases.
-    ranked = [c for c in cases if c.processes > 1 and any(w.gpu == c.gpu and w.processes > 1 for w in cases
-                                                          if not wanted or w.name in wanted)]
+    asked = {c.gpu for c in cases if c.processes > 1 and (not wanted or c.name in wanted)}
+    ranked = [c for c in cases if c.processes > 1 and c.gpu in asked]
     node = node_factors_without_each(ranked, work / "emulated", a.repeat, lambda c: host_for(c, calibration))
     for case in cases:
         if wanted and case.name not in wanted:
