@@ -17,6 +17,7 @@ from loops import loop_trace
 
 from maya import catalog, cpu_probe
 from maya.emulate import EmulateOptions, build_env, find_library
+from maya.predict import Job
 from maya.predictor.replay.host import (
     CALIBRATION,
     CALL_SCALES,
@@ -122,6 +123,12 @@ def test_calibrated_and_nominal_host(tmp_path: Path) -> None:
         assert host_model(gpu, ranks=2).call_ns == server_call_ns(m["node_call_ns"]) != host_model(gpu).call_ns
 
 
+def loop_job(tmp_path: Path) -> tuple[Trace, Job]:
+    """A one-rank job of the loop trace, its device operations untimed: to replay on various hosts."""
+    trace = read_trace(loop_trace(tmp_path / "r.mayatrace"))
+    return trace, Job(catalog.lookup("H100-SXM-80GB"), tmp_path, [trace], [{}], [[]], {}, [set()], 1,
+                      [np.ones(len(trace.records))], {}, {})
+
 def test_a_job_of_several_ranks_waits_for_the_slowest(tmp_path: Path) -> None:
     """On a server each rank's host time varies about the ranks' mean and a data-parallel step goes at its
     slowest rank's pace: a job of n ranks has its delays charged the expected slowest of n over the mean,
@@ -137,11 +144,7 @@ def test_a_job_of_several_ranks_waits_for_the_slowest(tmp_path: Path) -> None:
     assert four.slowdown == 2.0 and four.delay_factor == pytest.approx(2.0 * 1.10294, abs=1e-3)
     assert host_model("Y", path, ranks=4).delay_factor == 2.0
     # A job's replay charges the delays the whole factor: as a slowdown that large would.
-    from maya.predict import Job
-
-    trace = read_trace(loop_trace(tmp_path / "r.mayatrace"))
-    job = Job(catalog.lookup("H100-SXM-80GB"), tmp_path, [trace], [{}], [[]], {}, [set()], 1,
-              [np.ones(len(trace.records))], {}, {})
+    trace, job = loop_job(tmp_path)
     (a,) = job.replay(HostModel(2.0, {}, 0.0, rank_wait=1.5))
     (b,) = job.replay(HostModel(3.0, {}, 0.0))
     (c,) = job.replay(HostModel(2.0, {}, 0.0))
@@ -162,11 +165,7 @@ def test_a_job_of_several_ranks_runs_at_its_machines_pace(tmp_path: Path) -> Non
     assert host_model("X", path).delay_factor == 2.0 and host_model("X", path).node_slowdown == 1.0
     assert host_model("X", path, ranks=2).delay_factor == pytest.approx(2.5)
     assert host_model("Y", path, ranks=2).delay_factor == 2.0
-    from maya.predict import Job
-
-    trace = read_trace(loop_trace(tmp_path / "r.mayatrace"))
-    job = Job(catalog.lookup("H100-SXM-80GB"), tmp_path, [trace], [{}], [[]], {}, [set()], 1,
-              [np.ones(len(trace.records))], {}, {})
+    trace, job = loop_job(tmp_path)
     (a,) = job.replay(HostModel(2.0, {}, 0.0, node_slowdown=1.5))
     (b,) = job.replay(HostModel(3.0, {}, 0.0))
     assert step_host_times_ns(trace, a, 3) == step_host_times_ns(trace, b, 3)

@@ -62,6 +62,13 @@ def step_curve(folders: Sequence[Path], gpu: str, ranks: int, host: HostModel) -
     return np.asarray(np.median(steps, axis=0), np.float64)
 
 
+def curves_of(cases: Sequence[Measured], work: Path, repeat: int,
+              host: Callable[[Measured], HostModel]) -> npt.NDArray[np.float64]:
+    """Per configuration (of one GPU), its step curve (:func:`step_curve`) from its emulations under ``work``,
+    each predicted on the host ``host`` gives it."""
+    return np.stack([step_curve(emulations(c, work, repeat), c.gpu, c.processes, host(c)) for c in cases])
+
+
 def fit_each(curves: npt.NDArray[np.float64], meas: Sequence[float]) -> tuple[float, list[float]]:
     """The factor fitted on every configuration, and each configuration's factor fitted on the others
     (1 where it is the only one)."""
@@ -78,8 +85,7 @@ def node_factors_without_each(cases: Sequence[Measured], work: Path, repeat: int
     out: dict[str, float] = {}
     for gpu in sorted({c.gpu for c in cases}):
         mine = [c for c in cases if c.gpu == gpu]
-        curves = np.stack([step_curve(emulations(c, work, repeat), gpu, c.processes, host(c)) for c in mine])
-        _, alone = fit_each(curves, [median(c.step_s) for c in mine])
+        _, alone = fit_each(curves_of(mine, work, repeat, host), [median(c.step_s) for c in mine])
         out.update({f"{gpu}/{c.name}": f for c, f in zip(mine, alone, strict=True)})
     return out
 
@@ -96,8 +102,7 @@ def main() -> int:
         cases = [c for c in measured(gpu) if c.processes > 1]
         if not cases:
             continue
-        curves = np.stack([step_curve(emulations(c, work, a.repeat), gpu, c.processes,
-                                      host_model(gpu, ranks=c.processes)) for c in cases])
+        curves = curves_of(cases, work, a.repeat, lambda c: host_model(c.gpu, ranks=c.processes))
         meas = [median(c.step_s) for c in cases]
         factor, alone = fit_each(curves, meas)
         at = int(np.searchsorted(NODE_SLOWDOWNS, factor))
