@@ -20,7 +20,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from maya import catalog
 from maya.predictor import estimate
-from maya.predictor.replay.host import HostModel, host_model, quiet_gap_scales
+from maya.predictor.replay.host import HostModel, first_gemm_shapes, host_model, quiet_gap_scales
 from maya.predictor.replay.iterations import trace_steps
 from maya.predictor.replay.network import Collective, collective_model
 from maya.predictor.replay.sharing import sharing_factors
@@ -169,6 +169,11 @@ class Job:
         both = add_counts(dict(self.traced_approximations), self.replay_approximations)
         return dict(sorted(both.items()))
 
+    @cached_property
+    def first_shapes(self) -> list[npt.NDArray[np.int8]]:
+        """Per rank, its GEMMs of a shape new to it (maya.predictor.replay.host.first_gemm_shapes)."""
+        return [first_gemm_shapes(t) for t in self.traces]
+
     @property
     def host_probe_ns(self) -> float | None:
         """The emulating CPU's speed, as maya.cpu_probe read it before the run (None: not read)."""
@@ -199,7 +204,7 @@ class Job:
             return simulate(self.traces, durations, collective_ns, host_slowdown=host.delay_factor,
                             call_ns=host.priced_calls(), default_call_ns=host.default_call_ns, gap_scale=self.gap_scale,
                             launch_latency_ns=host.launch_latency_ns, launch_gap_ns=host.launch_gap_ns,
-                            sharing=self.sharing)
+                            sharing=self.sharing, call_extra_ns=[host.new_shape_costs(f) for f in self.first_shapes])
         except SimulationError as e:
             raise PredictError(str(e)) from None
 

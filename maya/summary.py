@@ -255,7 +255,7 @@ _ROUTING = frozenset({"bincount", "histc", "topk", "argmax", "nonzero"})
 def device_value_lines(values: dict[str, Any] | None, device_reads: int = 0) -> list[str]:
     """What a rank read of device values, where no kernel ran: the expected values it was given, and the
     reads that saw zeros (by program line; ``values`` is its ``device_values``), and, where a router's counts
-    were given, the host cost of its changing GEMM shapes that the prediction leaves out.  Without the
+    were given, what their GEMMs' changing shapes cost the host and how a real router may differ.  Without the
     start-up hook's report (None), the bare count of reads."""
     if values is None:
         if not device_reads:
@@ -272,10 +272,11 @@ def device_value_lines(values: dict[str, Any] | None, device_reads: int = 0) -> 
             f"{u['operation']} at {u['where']} (x{u['count']})" for u in values["unknown"][:5])
             + ": work sized or chosen by them may differ from a real GPU's")
     if any(a["operation"] in _ROUTING for a in values["assumed"]):
-        lines.append("a real router's counts change from step to step, so the GEMMs they size take shapes the "
-                     "process has not run, each costing the GPU server's host 0.1-0.2 ms more than a seen one; the "
-                     "balanced split here is the same every step, and the prediction leaves that cost out (7 to 55 ms "
-                     "a step in the mixtures of experts measured: docs/accuracy.md)")
+        lines.append("a router's choice or counts were drawn as a balanced router's (seeded, the same in every "
+                     "emulation), so the GEMMs they size take shapes the process has not run in some steps, each "
+                     "charged the GPU server's host search for a kernel (0.15 ms in bf16); a real router that favours "
+                     "some experts, or drifts, takes more new shapes (up to 55 ms a step in the mixtures of experts "
+                     "measured: docs/accuracy.md)")
     return lines
 
 

@@ -1,6 +1,6 @@
-"""A synthetic training loop's trace, for tests of the replay and the step it finds.
+"""Synthetic training loops' traces, for tests of the replay and the step it finds.
 
-    from loops import loop_trace
+    from loops import loop_trace, moe_like_trace
 """
 
 from __future__ import annotations
@@ -34,5 +34,31 @@ def loop_trace(path: Path, steps: int = 5, *, slower_ns: int = 0, mid_sync: bool
         w.record(Kind.DEVICE_SYNC, t_ns=t)
     if after_loop_ns is not None:
         w.record(Kind.EVENT_DESTROY, t_ns=t + after_loop_ns)
+    w.write(path)
+    return path
+
+
+def moe_like_trace(path: Path, steps: int = 8, *, a_type: int = 14) -> Path:
+    """A warm-up GEMM, then per step: a kernel, a GEMM of the warm-up's shape (20 us in the call), a
+    GEMM whose row count changes every step (150 us: a shape the process has not run), a device
+    synchronisation.  ``a_type``: the GEMMs' input cudaDataType (14: bf16)."""
+    w = TraceWriter(rank=0, world_size=1)
+    api = w.string("cublasLtMatmul")
+    sid = w.string("kernel")
+    w.record(Kind.FUNC, t_ns=0, a=[1, sid, sid])
+    t = 0
+    w.record(Kind.BLAS, t_ns=t, dur_ns=150_000, a32=api, a=[4096 | 768 << 32, 3072 | 1 << 32, 0, a_type, 0])  # warm-up
+    t += 200_000
+    w.record(Kind.DEVICE_SYNC, t_ns=t)
+    for s in range(steps):
+        t += 10_000
+        w.record(Kind.KERNEL, t_ns=t, dur_ns=500, a=[1, 1, 1, 0, 0], flags=Flag.ASYNC)
+        for m, dur in ((4096, 20_000), (500 + s, 150_000)):
+            t += 5_000
+            w.record(Kind.BLAS, t_ns=t, dur_ns=dur, a32=api, a=[m | 768 << 32, 3072 | 1 << 32, 0, a_type, 0],
+                     flags=Flag.ASYNC)
+            t += dur
+        t += 5_000
+        w.record(Kind.DEVICE_SYNC, t_ns=t)
     w.write(path)
     return path

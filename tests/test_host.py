@@ -8,12 +8,13 @@ import json
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-from loops import loop_trace
+from loops import loop_trace, moe_like_trace
 
 from maya import catalog, cpu_probe
 from maya.emulate import EmulateOptions, build_env, find_library
@@ -25,6 +26,7 @@ from maya.predictor.replay.host import (
     SLOWDOWNS,
     HostModel,
     expected_max_normal,
+    first_gemm_shapes,
     fit_host,
     fit_node_slowdown,
     host_model,
@@ -123,11 +125,16 @@ def test_calibrated_and_nominal_host(tmp_path: Path) -> None:
         assert host_model(gpu, ranks=2).call_ns == server_call_ns(m["node_call_ns"]) != host_model(gpu).call_ns
 
 
+def one_rank_job(trace: Trace, folder: Path) -> Job:
+    """A one-rank job of ``trace``, its device operations untimed: to replay on various hosts."""
+    return Job(catalog.lookup("H100-SXM-80GB"), folder, [trace], [{}], [[]], {}, [set()], 1,
+               [np.ones(len(trace.records))], {}, {})
+
+
 def loop_job(tmp_path: Path) -> tuple[Trace, Job]:
-    """A one-rank job of the loop trace, its device operations untimed: to replay on various hosts."""
+    """A one-rank job of the loop trace."""
     trace = read_trace(loop_trace(tmp_path / "r.mayatrace"))
-    return trace, Job(catalog.lookup("H100-SXM-80GB"), tmp_path, [trace], [{}], [[]], {}, [set()], 1,
-                      [np.ones(len(trace.records))], {}, {})
+    return trace, one_rank_job(trace, tmp_path)
 
 def test_a_job_of_several_ranks_waits_for_the_slowest(tmp_path: Path) -> None:
     """On a server each rank's host time varies about the ranks' mean and a data-parallel step goes at its
@@ -375,3 +382,46 @@ def test_each_calibration_size_is_judged_with_a_node_factor_fitted_without_it() 
     _, alone = fit_each(curves, [1.0, 2.6, 4.5])  # 1.0, 1.3, 1.5
     assert alone == pytest.approx([1.3, 1.0, 1.0])
     assert fit_each(curves[:1], [1.3])[1] == [1.0]  # one configuration alone: nothing to fit it on
+
+
+def test_a_gemm_of_a_shape_new_to_the_rank_costs_the_host_cublas_kernel_search(tmp_path: Path) -> None:
+    """A mixture of experts sizes GEMMs by token counts that change every step: each new shape costs the
+    server's host a kernel search the emulated libraries never make, charged by its inputs' precision; a
+    shape seen before (the warm-up's, every step) costs nothing more, and a recorded trace has the cost in
+    its calls already."""
+    bf16 = read_trace(moe_like_trace(tmp_path / "b.mayatrace"))
+    blas = bf16.of_kind(Kind.BLAS)
+    assert first_gemm_shapes(bf16)[blas].tolist() == [1] + [0, 1] * 8  # warm-up, then seen and new each step
+    fp32 = read_trace(moe_like_trace(tmp_path / "f.mayatrace", a_type=0))
+    assert first_gemm_shapes(fp32)[blas].tolist() == [2] + [0, 2] * 8
+    assert not first_gemm_shapes(fp32)[np.setdiff1d(np.arange(len(fp32.records)), blas)].any()  # BLAS calls only
+    host = HostModel(call_ns={}, default_call_ns=0.0, new_gemm_shape_ns={"16-bit": 150_000.0, "32-bit": 15_000.0})
+
+    def steps_ns(trace: Trace, model: HostModel) -> list[float]:
+        (r,) = simulate([trace], [{}], lambda *_: 0.0, call_ns={}, default_call_ns=0.0,
+                        call_extra_ns=[model.new_shape_costs(first_gemm_shapes(trace))])
+        return step_host_times_ns(trace, r, 6)
+
+    bare = HostModel(call_ns={}, default_call_ns=0.0)
+    for trace, extra in ((bf16, 150_000.0), (fp32, 15_000.0)):
+        assert np.subtract(steps_ns(trace, host), steps_ns(trace, bare)) == pytest.approx([extra] * 6)
+    assert host.as_recorded().new_gemm_shape_ns == {}
+    # maya predict's replay charges it: the committed calibration has the H100's measured cost
+    job = one_rank_job(bf16, tmp_path)
+    committed = host_model("H100-SXM-80GB")
+    assert committed.new_gemm_shape_ns["16-bit"] > 50_000
+    (charged,), (plain,) = job.replay(committed), job.replay(replace(committed, new_gemm_shape_ns={}))
+    assert np.subtract(step_host_times_ns(bf16, charged, 6), step_host_times_ns(bf16, plain, 6)) == pytest.approx(
+        [committed.new_gemm_shape_ns["16-bit"]] * 6)
+
+
+def test_the_committed_new_shape_costs_are_the_measured_ones() -> None:
+    """predictor/host_calibration.json's new_gemm_shape_ns is what benchmarks.calibration.new_shape computes from
+    benchmarks/data/gemm_first_shape/."""
+    from benchmarks.calibration.new_shape import DATA, new_shape_ns
+
+    measured = new_shape_ns(sorted(DATA.glob("*.json")))
+    assert measured["16-bit"] > 5 * measured["32-bit"]  # cuBLAS's search for a bf16 kernel costs the most
+    for m in json.loads(CALIBRATION.read_text())["machines"].values():
+        assert m["new_gemm_shape_ns"] == measured
+

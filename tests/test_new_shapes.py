@@ -5,40 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from loops import moe_like_trace
 
 from benchmarks.held_out.new_shapes import new_shape_calls
-from maya.predictor.trace import Flag, Kind, TraceWriter
+from maya.predictor.trace import Kind, TraceWriter
 from maya.predictor.trace.reader import read_trace
 
 
-def _moe_like(path: Path, steps: int = 8) -> Path:
-    """A warm-up GEMM, then per step: a kernel, a GEMM of the warm-up's shape (20 us in the call), a
-    GEMM whose row count changes every step (150 us: a shape the process has not run), a device
-    synchronisation."""
-    w = TraceWriter(rank=0, world_size=1)
-    api = w.string("cublasLtMatmul")
-    sid = w.string("kernel")
-    w.record(Kind.FUNC, t_ns=0, a=[1, sid, sid])
-    t = 0
-    w.record(Kind.BLAS, t_ns=t, dur_ns=150_000, a32=api, a=[4096 | 768 << 32, 3072 | 1 << 32, 0, 0, 0])  # warm-up
-    t += 200_000
-    w.record(Kind.DEVICE_SYNC, t_ns=t)
-    for s in range(steps):
-        t += 10_000
-        w.record(Kind.KERNEL, t_ns=t, dur_ns=500, a=[1, 1, 1, 0, 0], flags=Flag.ASYNC)
-        for m, dur in ((4096, 20_000), (500 + s, 150_000)):
-            t += 5_000
-            w.record(Kind.BLAS, t_ns=t, dur_ns=dur, a32=api, a=[m | 768 << 32, 3072 | 1 << 32, 0, 0, 0],
-                     flags=Flag.ASYNC)
-            t += dur
-        t += 5_000
-        w.record(Kind.DEVICE_SYNC, t_ns=t)
-    w.write(path)
-    return path
-
-
 def test_a_shape_new_every_step_is_counted_in_every_steady_step(tmp_path: Path) -> None:
-    found = new_shape_calls(read_trace(_moe_like(tmp_path / "t.mayatrace")))
+    found = new_shape_calls(read_trace(moe_like_trace(tmp_path / "t.mayatrace")))
     assert found is not None
     assert found["calls_per_step"] == 2
     assert found["new_per_step"] == 1

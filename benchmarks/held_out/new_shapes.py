@@ -5,8 +5,9 @@ that costs the GPU server's host.
 
 A cuBLAS GEMM of a shape the process has not run before costs the host 0.1-0.2 ms more than a
 seen one (``benchmarks/data/gemm_first_shape/``).  A mixture of experts sizes each expert's GEMMs
-by its token count, which the real router changes every step, while emulation gives a balanced
-router's counts (``maya/_hook/_maya_device_values.py``), the same every step.  For every record of
+by its token count, which the real router changes every step; emulation draws a balanced router's
+counts (``maya/_hook/_maya_device_values.py``), and the replay charges each GEMM shape new to the
+emulated rank (``maya.predictor.replay.host.first_gemm_shapes``).  For every record of
 ``benchmarks/data/held_out/records/`` (record mode on a GPU server, diagnosis only, never fitted
 on), this reads the BLAS calls of the steady steps (the replay's step finder) and splits them by
 whether the process had called that signature before: calls per step, the median host time

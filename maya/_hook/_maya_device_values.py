@@ -8,17 +8,22 @@ path and skip that work.  For the data-dependent operations whose result has
 a natural expected value, the emulated one gets it, and says so:
 
 - ``bincount`` with ``minlength`` and ``histc`` with a range (token counts
-  per expert): the inputs spread evenly over the bins, the design point of a
-  load-balanced router.  The counts are written into the result's device
+  per expert): the inputs drawn uniformly over the bins, the design point of
+  a load-balanced router, whose counts still vary from step to step (and
+  with them the shapes of the GEMMs they size, which the GPU server's host
+  pays for: ``maya.predictor.replay.host``).  The draws are seeded, the same
+  in every emulation of a program.  The counts are written into the result's device
   memory (device pointers are real addresses under emulation, and small copies
   to the host read them back), so ``.tolist()`` and ``.item()`` see them.
+  ``bincount`` of values known here (below) counts them.
 - ``coalesce`` of a sparse tensor (a sparse gradient of embedding rows): its
   entries' indices drawn uniformly, so as many distinct rows as that many
   uniform draws give on average.
 - ``topk`` and ``argmax`` over a last dimension of at most ``ROUTER_WIDTH``
-  (a router's choice of experts): row ``r``'s ``k`` indices are
-  ``r*k .. r*k+k-1`` modulo the width, which spreads the rows evenly over the
-  columns.  Values computed from such known ones by a few cheap operations
+  (a router's choice of experts): each row's ``k`` indices are ``k``
+  consecutive columns (modulo the width) from one drawn uniformly, so every
+  column is chosen equally often on average, by counts that vary from call to
+  call.  Values computed from such known ones by a few cheap operations
   (``one_hot``, ``sum``, ``cumsum``, ``scatter``, comparisons, casts,
   indexing; ``zeros_like``/``ones_like``/``new_zeros``/``new_ones`` made
   while known values exist are known;
@@ -26,7 +31,7 @@ a natural expected value, the emulated one gets it, and says so:
   tensor is known no longer) are
   computed on the host from the same memory and written into the result, so
   a router's mask, its per-expert counts and ``nonzero``/``torch.where`` of
-  them (which size each expert's batch) come out as a balanced router's.
+  them (which size each expert's batch) come out as such a router's.
   ``nonzero`` of known values launches what the real one does (a count, a
   blocking copy of it to the host, the output's write) and returns the
   indices computed on the host.
@@ -162,14 +167,31 @@ def _write(t: Any, values: Any) -> None:
     _remember(t)
 
 
-def _even(total: int, bins: int) -> list[int]:
-    return [total // bins + (1 if i < total % bins else 0) for i in range(bins)]
+DRAWS_SEED = 20261128  # the draws below: the same in every emulation of a program, so its answers agree
+UNIFORM_DRAWS = 1 << 24  # the most items drawn one by one; more are spread evenly (their counts barely vary)
+_generator: Any = None
+
+
+def _draws() -> Any:
+    """The seeded generator of the values this module draws (one per rank: ranks route other tokens)."""
+    global _generator
+    if _generator is None:
+        _generator = _torch.Generator().manual_seed(DRAWS_SEED + int(os.environ.get("RANK", "0") or 0))
+    return _generator
+
+
+def _counts(n: int, bins: int) -> Any:
+    """How many of ``n`` items fall in each of ``bins`` bins, each item drawn uniformly: a balanced router's
+    counts, which vary from call to call (step to step) as a real router's do."""
+    if n <= UNIFORM_DRAWS:
+        return _torch.bincount(_torch.randint(bins, (n,), generator=_draws()), minlength=bins)
+    return _torch.tensor([n // bins + (1 if i < n % bins else 0) for i in range(bins)])
 
 
 def _spread(result: Any, n: int, kind: str) -> None:
-    """Fill a count per bin with ``n`` items spread evenly."""
+    """Fill a count per bin with ``n`` items drawn uniformly over the bins."""
     with _untimed:
-        _write(result, _torch.tensor(_even(n, result.numel())).view(result.shape))
+        _write(result, _counts(n, result.numel()).view(result.shape))
     assumed[(kind, _site())] += 1
 
 
@@ -177,7 +199,11 @@ def _wrap_bincount(original: Any) -> Any:
     def bincount(input: Any, weights: Any = None, minlength: int = 0) -> Any:
         result = original(input, weights, minlength)
         if getattr(input, "is_cuda", False) and not _compiling():
-            if weights is None and minlength > 0:
+            if weights is None and _is_known(input):
+                # counted from the known values (a router's choice): sized by their largest, as on a GPU
+                with _untimed:
+                    _write(result, _torch.bincount(_alias(input).flatten(), minlength=result.numel()))
+            elif weights is None and minlength > 0:
                 # sized by the input's largest value, which is no kernel's output here: minlength bins
                 result = result[:minlength]
                 _spread(result, input.numel(), "bincount")
@@ -242,10 +268,12 @@ ROUTER_K = 16
 PROPAGATED_ELEMENTS = 1 << 24  # the largest result computed on the host from known values
 
 
-def _route(indices: Any, width: int, kind: str) -> None:
-    """Row r's k indices become r*k .. r*k+k-1 modulo ``width``: the rows spread evenly over the columns."""
+def _route(indices: Any, width: int, k: int, kind: str) -> None:
+    """Each row's ``k`` indices become ``k`` consecutive columns (modulo ``width``) from one drawn uniformly:
+    every column chosen equally often on average, by counts that vary from call to call."""
     with _untimed:
-        _write(indices, _torch.arange(indices.numel()).remainder_(width).view(indices.shape))
+        first = _torch.randint(width, (indices.numel() // k, 1), generator=_draws())
+        _write(indices, (first + _torch.arange(k)).remainder_(width).view(indices.shape))
     assumed[(kind, _site())] += 1
 
 
@@ -259,7 +287,7 @@ def _wrap_topk(original: Any) -> Any:
         result = original(input, k, dim, *args, **kwargs)
         if _router_input(input, dim) and k <= ROUTER_K and "out" not in kwargs:
             try:
-                _route(result.indices, input.shape[-1], "topk")
+                _route(result.indices, input.shape[-1], k, "topk")
             except Exception:  # noqa: BLE001 - the operation's own result
                 pass
         return result
@@ -271,7 +299,7 @@ def _wrap_argmax(original: Any) -> Any:
         result = original(input, dim, keepdim, **kwargs)
         if dim is not None and _router_input(input, dim) and "out" not in kwargs:
             try:
-                _route(result, input.shape[-1], "argmax")
+                _route(result, input.shape[-1], 1, "argmax")
             except Exception:  # noqa: BLE001
                 pass
         return result
@@ -495,12 +523,12 @@ def install(torch: Any) -> None:
 
 
 ASSUMED_AS = {
-    "bincount": "counts spread evenly over the bins",
-    "histc": "counts spread evenly over the bins",
+    "bincount": "counts of items drawn uniformly over the bins",
+    "histc": "counts of items drawn uniformly over the bins",
     "coalesce": "rows drawn uniformly (as many distinct rows as uniform draws give)",
-    "topk": "each row's k columns taken in turn, a balanced router's choice",
-    "argmax": "each row's column taken in turn, a balanced router's choice",
-    "nonzero": "computed from values known here (a balanced router's)",
+    "topk": "each row's k columns drawn uniformly, a router balanced on average",
+    "argmax": "each row's column drawn uniformly, a router balanced on average",
+    "nonzero": "computed from values known here (a router's drawn choice)",
 }
 
 

@@ -66,6 +66,7 @@ from maya.predictor.replay.simulator import (
 )
 from maya.predictor.trace.format import Kind
 from maya.predictor.trace.reader import Trace
+from maya.predictor.trace.records import BLAS_A_TYPE
 
 CALIBRATION = Path(__file__).parents[1] / "host_calibration.json"
 SLOWDOWNS = np.round(np.arange(1.0, 6.0 + 1e-9, 0.05), 2)  # the delay factors a calibration tries
@@ -90,6 +91,9 @@ class HostModel:
     launch_gap_ns: float = LAUNCH_GAP_NS  # from the end of one operation to the start of the next queued behind it
     node_slowdown: float = 1.0  # on the delays of a job of several ranks: its machine's host against the single-GPU servers'
     rank_wait: float = 1.0  # on the delays of a job of several ranks: its slowest rank over their mean (rank_wait())
+    # host ns a GEMM of a shape the process has not run before costs over a seen one, by its inputs' precision
+    # (NEW_SHAPE_PRECISIONS); empty: not charged
+    new_gemm_shape_ns: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def delay_factor(self) -> float:
@@ -104,6 +108,14 @@ class HostModel:
         """This server's host as a trace recorded on it has it: its own delays and call durations."""
         return HostModel(1.0, None, 0.0, "the host as recorded on the GPU server",
                          launch_latency_ns=self.launch_latency_ns, launch_gap_ns=self.launch_gap_ns)
+
+    def new_shape_costs(self, first: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
+        """Host ns each record costs over its kind's price because it is a GEMM of a shape the rank has not
+        run before, by record index (``first``: :func:`first_gemm_shapes` of the rank's trace)."""
+        extra = np.zeros(len(first))
+        for precision, ns in self.new_gemm_shape_ns.items():
+            extra[first == NEW_SHAPE_PRECISIONS.index(precision) + 1] = ns
+        return extra
 
     def on_cpu(self, probe_ns: float | None) -> HostModel:
         """This host for delays emulated on a CPU whose probe read ``probe_ns``: the slowdown
@@ -146,6 +158,33 @@ def rank_wait(jitter: float, ranks: int) -> float:
     return 1.0 + jitter * expected_max_normal(ranks)
 
 
+# The precisions a new GEMM shape is priced by (benchmarks/data/gemm_first_shape/: cuBLAS's search for a
+# bf16 kernel costs the host 0.1-0.2 ms, an fp32 one's a tenth of that): 16-bit and narrower inputs, and wider.
+NEW_SHAPE_PRECISIONS = ("16-bit", "32-bit")
+_WIDE_TYPES = (0, 1, 4, 5)  # cudaDataType: R_32F, R_64F, C_32F, C_64F
+
+
+def first_gemm_shapes(trace: Trace) -> npt.NDArray[np.int8]:
+    """By record index: 0, or for a BLAS call whose signature (routine, sizes, layout, types) the rank has
+    not called before, 1 + its precision's index in ``NEW_SHAPE_PRECISIONS``.
+
+    Why: cuBLAS picks a kernel for each new shape and caches the choice, so a job whose GEMM sizes follow
+    its data (a mixture of experts sizing each expert's GEMMs by its token count, which changes every step)
+    pays that search in its steady steps, where a job of fixed sizes pays it in its first step only.  The
+    emulated libraries search nothing, so the replay charges it."""
+    recs = trace.records
+    out = np.zeros(len(recs), np.int8)
+    idx = np.flatnonzero(recs["kind"] == int(Kind.BLAS))
+    if not len(idx):
+        return out
+    a = recs["a"][idx]
+    words = np.column_stack([recs["a32"][idx].astype(np.uint64), a[:, :4]])
+    _, first = np.unique(words, axis=0, return_index=True)
+    wide = np.isin(BLAS_A_TYPE.of(a[first]), _WIDE_TYPES)
+    out[idx[first]] = np.where(wide, 2, 1)
+    return out
+
+
 def host_model(gpu: str, path: Path = CALIBRATION, *, ranks: int = 1) -> HostModel:
     """The calibrated host of catalog machine ``gpu``, else the nominal one, for a job of ``ranks``
     ranks.  Several ranks run on a machine of several such GPUs, not on the single-GPU servers the
@@ -174,7 +213,8 @@ def calibrated_host(machine: Mapping[str, Any], reference_probe_ns: float | None
     return HostModel(float(machine.get("slowdown", 1.0)), server_call_ns(machine.get("call_ns", {})), 0.0,
                      f"calibrated on {machine.get('configs', 0)} measured configurations", reference_probe_ns,
                      float(machine.get("call_scale", 1.0)), float(launch.get("latency_ns", LAUNCH_LATENCY_NS)),
-                     float(launch.get("gap_ns", LAUNCH_GAP_NS)))
+                     float(launch.get("gap_ns", LAUNCH_GAP_NS)),
+                     new_gemm_shape_ns={k: float(v) for k, v in machine.get("new_gemm_shape_ns", {}).items()})
 
 
 def step_host_times_ns(trace: Trace, result: RankResult, steps: int) -> list[float]:

@@ -136,7 +136,8 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
              collective_ns: Callable[[int, float, int], float], *, host_slowdown: float = 1.0,
              call_ns: Mapping[int, float] | None = CALL_NS, default_call_ns: float = DEFAULT_CALL_NS,
              gap_scale: Sequence[npt.NDArray[np.float64]] | None = None, launch_latency_ns: float = 0.0,
-             launch_gap_ns: float = 0.0, sharing: Mapping[int, float] | None = None) -> list[RankResult]:
+             launch_gap_ns: float = 0.0, sharing: Mapping[int, float] | None = None,
+             call_extra_ns: Sequence[npt.NDArray[np.float64]] | None = None) -> list[RankResult]:
     """Replay ``traces`` (one per rank, ``trace.header['rank']``).
 
     ``durations[r]``: device ns of rank r's device records by record index;
@@ -152,11 +153,13 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
     each of rank r's records, by record index; ``launch_latency_ns``: from a launch call's return to
     its work's start on an idle stream; ``launch_gap_ns``: from one operation's end to the start of
     the next one queued on its stream; ``sharing``: by record kind, the factor on the time device
-    work spends beside a collective's transfer on its device (None or {}: none)."""
+    work spends beside a collective's transfer on its device (None or {}: none); ``call_extra_ns[r]``:
+    host ns rank r's calls cost over their kind's price, by record index (a GEMM of a new shape)."""
     if not traces:
         return []
     scale = gap_scale or [np.ones(len(t.records)) for t in traces]
-    job = _Job(traces, durations, collective_ns, host_slowdown, call_ns, default_call_ns, scale)
+    extra = call_extra_ns or [np.zeros(len(t.records)) for t in traces]
+    job = _Job(traces, durations, collective_ns, host_slowdown, call_ns, default_call_ns, scale, extra)
     return job.run(launch_latency_ns, launch_gap_ns, sharing or {})
 
 
@@ -167,7 +170,8 @@ class _Job:
 
     def __init__(self, traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
                  collective_ns: Callable[[int, float, int], float], host_slowdown: float,
-                 call_ns: Mapping[int, float] | None, default_call_ns: float, gap_scale: Sequence[_F]) -> None:
+                 call_ns: Mapping[int, float] | None, default_call_ns: float, gap_scale: Sequence[_F],
+                 call_extra: Sequence[_F]) -> None:
         self.traces = traces
         self.orders = [replay_order(t) for t in traces]
         sizes = [len(o) for o in self.orders]
@@ -180,7 +184,7 @@ class _Job:
         kind, a = cat["kind"].astype(np.int64), cat["a"]
         self.kind = kind
         self.code = _codes(kind, cat["flags"])
-        self.pre, self.post = self._host_costs(recs, host_slowdown, call_ns, default_call_ns, gap_scale)
+        self.pre, self.post = self._host_costs(recs, host_slowdown, call_ns, default_call_ns, gap_scale, call_extra)
         self.dur = self._durations(durations)
         self.stream = np.full(len(kind), -1, np.int64)
         self.arg = np.full(len(kind), -1, np.int64)
@@ -190,7 +194,7 @@ class _Job:
         self._number_collectives(cat, collective_ns, durations)
 
     def _host_costs(self, recs: list[np.ndarray], slowdown: float, call_ns: Mapping[int, float] | None,
-                    default_call_ns: float, gap_scale: Sequence[_F]) -> tuple[_F, _F]:
+                    default_call_ns: float, gap_scale: Sequence[_F], call_extra: Sequence[_F]) -> tuple[_F, _F]:
         """Host time before each op (the measured delay since the previous call ended, scaled) and
         after it (the call's own cost)."""
         pre, post = [], []
@@ -210,6 +214,7 @@ class _Job:
                 cost = np.full(len(rec), default_call_ns)
                 for k, v in call_ns.items():
                     cost[rec["kind"] == k] = v
+                cost += call_extra[r][self.orders[r]]
             post.append(cost)
         return np.concatenate(pre), np.concatenate(post)
 
