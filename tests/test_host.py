@@ -395,6 +395,8 @@ def test_a_gemm_of_a_shape_new_to_the_rank_costs_the_host_cublas_kernel_search(t
     fp32 = read_trace(moe_like_trace(tmp_path / "f.mayatrace", a_type=0))
     assert first_gemm_shapes(fp32)[blas].tolist() == [2] + [0, 2] * 8
     assert not first_gemm_shapes(fp32)[np.setdiff1d(np.arange(len(fp32.records)), blas)].any()  # BLAS calls only
+    untyped = read_trace(moe_like_trace(tmp_path / "u.mayatrace", a_type=0xFF))  # no type recorded: the cheaper
+    assert first_gemm_shapes(untyped)[blas].tolist() == [2] + [0, 2] * 8
     host = HostModel(call_ns={}, default_call_ns=0.0, new_gemm_shape_ns={"16-bit": 150_000.0, "32-bit": 15_000.0})
 
     def steps_ns(trace: Trace, model: HostModel) -> list[float]:

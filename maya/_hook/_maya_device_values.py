@@ -195,14 +195,27 @@ def _spread(result: Any, n: int, kind: str) -> None:
     assumed[(kind, _site())] += 1
 
 
+def _counted(input: Any, bins: int) -> Any:
+    """The host's bincount of known values (a router's choice) into ``bins`` bins, the size the emulated one
+    took from their largest value, as on a GPU; None where the values are unknown or do not fit."""
+    if not _is_known(input):
+        return None
+    with _untimed:
+        try:
+            counts = _torch.bincount(_alias(input).flatten(), minlength=bins)
+        except Exception:  # noqa: BLE001 - not countable (negative, not integral): drawn instead
+            return None
+    return counts if counts.numel() == bins else None
+
+
 def _wrap_bincount(original: Any) -> Any:
     def bincount(input: Any, weights: Any = None, minlength: int = 0) -> Any:
         result = original(input, weights, minlength)
         if getattr(input, "is_cuda", False) and not _compiling():
-            if weights is None and _is_known(input):
-                # counted from the known values (a router's choice): sized by their largest, as on a GPU
+            counted = _counted(input, result.numel()) if weights is None else None
+            if counted is not None:
                 with _untimed:
-                    _write(result, _torch.bincount(_alias(input).flatten(), minlength=result.numel()))
+                    _write(result, counted)
             elif weights is None and minlength > 0:
                 # sized by the input's largest value, which is no kernel's output here: minlength bins
                 result = result[:minlength]

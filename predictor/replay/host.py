@@ -161,7 +161,7 @@ def rank_wait(jitter: float, ranks: int) -> float:
 # The precisions a new GEMM shape is priced by (benchmarks/data/gemm_first_shape/: cuBLAS's search for a
 # bf16 kernel costs the host 0.1-0.2 ms, an fp32 one's a tenth of that): 16-bit and narrower inputs, and wider.
 NEW_SHAPE_PRECISIONS = ("16-bit", "32-bit")
-_WIDE_TYPES = (0, 1, 4, 5)  # cudaDataType: R_32F, R_64F, C_32F, C_64F
+_NARROW_TYPES = (2, 6, 14, 15, 3, 7, 8, 9, 28, 29)  # cudaDataType: R/C 16F, R/C 16BF, R/C 8I, R/C 8U, R 8F E4M3/E5M2
 
 
 def first_gemm_shapes(trace: Trace) -> npt.NDArray[np.int8]:
@@ -180,8 +180,8 @@ def first_gemm_shapes(trace: Trace) -> npt.NDArray[np.int8]:
     a = recs["a"][idx]
     words = np.column_stack([recs["a32"][idx].astype(np.uint64), a[:, :4]])
     _, first = np.unique(words, axis=0, return_index=True)
-    wide = np.isin(BLAS_A_TYPE.of(a[first]), _WIDE_TYPES)
-    out[idx[first]] = np.where(wide, 2, 1)
+    narrow = np.isin(BLAS_A_TYPE.of(a[first]), _NARROW_TYPES)
+    out[idx[first]] = np.where(narrow, 1, 2)
     return out
 
 
