@@ -1,7 +1,8 @@
 """Calibration: the code that writes the data ``maya predict`` loads, one entry point per table.
 
 - ``python -m benchmarks.calibration.host``: ``predictor/host_calibration.json`` (the GPU server's host), to
-  which ``rank_wait --write`` and ``node_host --write`` add the hosts of jobs of several ranks;
+  which ``rank_wait --write`` and ``node_host --write`` add the hosts of jobs of several ranks (and whose
+  cost of a new GEMM shape ``new_shape --write`` rewrites from its data alone);
 - ``python -m benchmarks.calibration.sharing --write``: ``predictor/sharing.json`` (work beside NCCL kernels);
 - ``python -m benchmarks.calibration.collectives --write``: ``predictor/collectives.json`` (measured collectives);
 - ``python -m benchmarks.calibration.profiles CAMPAIGN_DIR``: ``predictor/profiles/<GPU>/`` (kernel profiles).

@@ -44,6 +44,8 @@ from statistics import median
 import numpy as np
 
 from benchmarks.calibration import rank_wait
+from benchmarks.calibration.new_shape import DATA as NEW_SHAPE_DATA
+from benchmarks.calibration.new_shape import new_shape_ns
 from benchmarks.campaigns.gpu_fidelity_campaign import cpu_model
 from benchmarks.merge_lease import CALL_COSTS
 from benchmarks.step_truth import DATA, EMULATED_STEPS, STEADY_FROM, emulate, emulated_host_s, measured
@@ -157,6 +159,8 @@ def main() -> int:
             machines[gpu]["node_call_ns"] = node_calls
         if gpu in waits:  # and their ranks' wait for the slowest (benchmarks.calibration.rank_wait)
             machines[gpu]["rank_jitter"] = round(waits[gpu]["rank_jitter"], 4)
+        # measured, not fitted: a GEMM shape new to the process (benchmarks.calibration.new_shape; the H100's for all)
+        machines[gpu]["new_gemm_shape_ns"] = new_shape_ns(sorted(NEW_SHAPE_DATA.glob("*.json")))
         if "node_slowdown" in previous.get(gpu, {}):  # fitted on top of these factors: refit it after them
             machines[gpu]["node_slowdown"] = previous[gpu]["node_slowdown"]
             print(f"{gpu}: node_slowdown kept from the previous calibration; refit it on the new factors: "
@@ -173,7 +177,8 @@ def main() -> int:
                  "maya.cpu_probe read host_probe_ns, and delays emulated elsewhere are rescaled by it) that make "
                  "the replay's host time per step closest to the server's (benchmarks/calibration/host.py); "
                  "and the server's launch latency and gap between queued operations (launch, "
-                 "benchmarks/campaigns/launch_gap.py).",
+                 "benchmarks/campaigns/launch_gap.py); and what a GEMM of a shape new to the process costs its host "
+                 "over a seen one, by its inputs' precision (new_gemm_shape_ns, benchmarks/calibration/new_shape.py).",
         "emulating_cpu": emulating, "date": time.strftime("%Y-%m-%d"), "machines": machines}, indent=1) + "\n")
     RESULTS.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": "python -m benchmarks.calibration.host",
                                    "emulating_cpu": emulating, "machines": report}, indent=1) + "\n")

@@ -8,8 +8,9 @@ of a row count already run (``benchmarks/data/gemm_first_shape/``, one file per 
 case's cost is the median of its later half of first calls (the first few dozen new shapes of the
 backward's input gradient cost about 2 ms each once per process, paid in a job's first steps) less the
 median seen call; a precision's is the median over its cases of every file.  ``--write`` puts them into
-``predictor/host_calibration.json`` as ``new_gemm_shape_ns`` of every calibrated GPU: only H100 servers
-were measured, so the H200 borrows the H100's figures.
+``predictor/host_calibration.json`` as ``new_gemm_shape_ns`` of every calibrated GPU (as
+``benchmarks.calibration.host`` does when it recalibrates): only H100 servers were measured, so the H200
+borrows the H100's figures.
 """
 
 from __future__ import annotations
