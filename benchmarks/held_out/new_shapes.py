@@ -11,8 +11,8 @@ emulated rank (``maya.predictor.replay.host.first_gemm_shapes``).  For every rec
 ``benchmarks/data/held_out/records/`` (record mode on a GPU server, diagnosis only, never fitted
 on), this reads the BLAS calls of the steady steps (the replay's step finder) and splits them by
 whether the process had called that signature before: calls per step, the median host time
-inside the call, and the host time per step that the new ones take over seen ones (their count
-times the difference of the medians).  ``--emulations DIR`` (a ``benchmarks.held_out.accuracy
+inside the call, the host time per step that the new ones take over seen ones (their count
+times the difference of the medians), and what the replay charges them (an emulation's is charged).  ``--emulations DIR`` (a ``benchmarks.held_out.accuracy
 --work`` folder) reads each workload's first emulation (``DIR/<workload>/run0/rank0.mayatrace``)
 the same way.  Beside each, the H100 prediction's shortfall from
 ``benchmarks/results/held_out_accuracy.json``.  Saves
@@ -32,7 +32,7 @@ import numpy as np
 
 from benchmarks.archives import extract_all
 from benchmarks.held_out.suite import BY_NAME
-from maya.predictor.replay.host import steady_step_delays
+from maya.predictor.replay.host import first_gemm_shapes, host_model, steady_step_delays
 from maya.predictor.trace.format import Kind
 from maya.predictor.trace.ops import device_ops
 from maya.predictor.trace.reader import Trace, read_trace
@@ -46,7 +46,8 @@ GPU = "H100-SXM-80GB"
 
 def new_shape_calls(trace: Trace) -> dict[str, Any] | None:
     """The steady steps' BLAS calls, split by whether the process had run their signature before
-    (warm-up included): per step, and the median host time inside the call.  None: no steady steps."""
+    (warm-up included): per step, the median host time inside the call, and what the replay charges the new
+    ones on an H100 (``maya.predictor.replay.host.first_gemm_shapes``).  None: no steady steps."""
     order, spans, _ = steady_step_delays(trace)
     if not spans:
         return None
@@ -67,12 +68,14 @@ def new_shape_calls(trace: Trace) -> dict[str, Any] | None:
         if lo <= rank_of[i] < hi:
             (new_ns if first else seen_ns).append(float(recs["dur_ns"][i]))
     steps = len(spans)
+    charged = host_model(GPU).new_shape_costs(first_gemm_shapes(trace))[order[lo:hi]].sum() / steps
     new_med = float(np.median(new_ns)) if new_ns else None
     seen_med = float(np.median(seen_ns)) if seen_ns else None
     extra = len(new_ns) / steps * (new_med - seen_med) if new_med is not None and seen_med is not None else 0.0
     return {"steady_steps": steps, "calls_per_step": (len(new_ns) + len(seen_ns)) / steps,
             "new_per_step": len(new_ns) / steps, "new_call_us": None if new_med is None else new_med / 1e3,
-            "seen_call_us": None if seen_med is None else seen_med / 1e3, "new_extra_ms_per_step": extra / 1e6}
+            "seen_call_us": None if seen_med is None else seen_med / 1e3, "new_extra_ms_per_step": extra / 1e6,
+            "charged_ms_per_step": float(charged) / 1e6}
 
 
 def shortfalls() -> dict[str, float]:
@@ -93,7 +96,7 @@ def main() -> int:
     gaps = shortfalls()
     out: list[dict[str, Any]] = []
     print(f"{'workload':22} {'machine':22} {'source':9} {'BLAS/step':>9} {'new/step':>8} {'new us':>7} "
-          f"{'seen us':>7} {'new ms/step':>11} {'predicted short by':>18}")
+          f"{'seen us':>7} {'new ms/step':>11} {'charged':>8} {'predicted short by':>18}")
     archives = sorted({(p.parent, p.name.partition(".tar.xz")[0]) for p in args.records.glob("*/*.tar.xz*")})
     for folder, name in archives:  # a record larger than a part comes as NAME.tar.xz.00, .01...
         machine = folder.name
@@ -115,6 +118,7 @@ def main() -> int:
             gap = gaps.get(name)
             print(f"{name:22} {where:22} {source:9} {f['calls_per_step']:9.0f} {f['new_per_step']:8.1f} "
                   f"{f['new_call_us'] or 0:7.1f} {f['seen_call_us'] or 0:7.1f} {f['new_extra_ms_per_step']:11.1f} "
+                  f"{f['charged_ms_per_step']:8.1f} "
                   f"{'' if gap is None else f'{gap:.1f} ms':>18}")
     args.save.write_text(json.dumps({"records": str(args.records.relative_to(ROOT)) if args.records.is_relative_to(ROOT)
                                      else str(args.records), "rows": out}, indent=1) + "\n")
