@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from maya.predictor.replay.host import CALIBRATION
 
 
-def set_host_values(key: str, values: Mapping[str, float]) -> None:
+def set_host_values(key: str, values: Mapping[str, object]) -> None:
     """Put ``key`` = value into each calibrated machine of ``predictor/host_calibration.json`` (by GPU;
     GPUs it has no entry for are left out), keeping the rest of the table."""
     calibration = json.loads(CALIBRATION.read_text())

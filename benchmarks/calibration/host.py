@@ -44,7 +44,6 @@ from statistics import median
 import numpy as np
 
 from benchmarks.calibration import rank_wait
-from benchmarks.calibration.new_shape import DATA as NEW_SHAPE_DATA
 from benchmarks.calibration.new_shape import new_shape_ns
 from benchmarks.campaigns.gpu_fidelity_campaign import cpu_model
 from benchmarks.merge_lease import CALL_COSTS
@@ -160,7 +159,7 @@ def main() -> int:
         if gpu in waits:  # and their ranks' wait for the slowest (benchmarks.calibration.rank_wait)
             machines[gpu]["rank_jitter"] = round(waits[gpu]["rank_jitter"], 4)
         # measured, not fitted: a GEMM shape new to the process (benchmarks.calibration.new_shape; the H100's for all)
-        machines[gpu]["new_gemm_shape_ns"] = new_shape_ns(sorted(NEW_SHAPE_DATA.glob("*.json")))
+        machines[gpu]["new_gemm_shape_ns"] = new_shape_ns()
         if "node_slowdown" in previous.get(gpu, {}):  # fitted on top of these factors: refit it after them
             machines[gpu]["node_slowdown"] = previous[gpu]["node_slowdown"]
             print(f"{gpu}: node_slowdown kept from the previous calibration; refit it on the new factors: "

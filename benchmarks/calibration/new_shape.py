@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import median
 
@@ -40,10 +41,15 @@ def case_costs_us(measured: dict) -> dict[str, float]:
     return out
 
 
-def new_shape_ns(files: list[Path]) -> dict[str, float]:
-    """Per precision: the median over every file's cases of that precision, ns."""
+def measurements() -> list[Path]:
+    """The measured files, one per machine and size."""
+    return sorted(DATA.glob("*.json"))
+
+
+def new_shape_ns(files: Sequence[Path] | None = None) -> dict[str, float]:
+    """Per precision: the median over every file's cases of that precision (default: every measurement), ns."""
     by_precision: dict[str, list[float]] = {}
-    for path in files:
+    for path in measurements() if files is None else files:
         for case, us in case_costs_us(json.loads(path.read_text())).items():
             by_precision.setdefault(PRECISION[case.split("/")[1]], []).append(us)
     return {p: round(median(v) * 1e3, -2) for p, v in by_precision.items()}
@@ -53,7 +59,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write the costs into predictor/host_calibration.json")
     a = ap.parse_args()
-    files = sorted(DATA.glob("*.json"))
+    files = measurements()
     for path in files:
         costs = case_costs_us(json.loads(path.read_text()))
         print(f"{path.name:40s} " + "  ".join(f"{case} {us:6.0f} us" for case, us in costs.items()))

@@ -34,7 +34,6 @@ from benchmarks.archives import extract_all
 from benchmarks.held_out.suite import BY_NAME
 from maya.predictor.replay.host import first_gemm_shapes, host_model, steady_step_delays
 from maya.predictor.trace.format import Kind
-from maya.predictor.trace.ops import device_ops
 from maya.predictor.trace.reader import Trace, read_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,31 +45,21 @@ GPU = "H100-SXM-80GB"
 
 def new_shape_calls(trace: Trace) -> dict[str, Any] | None:
     """The steady steps' BLAS calls, split by whether the process had run their signature before
-    (warm-up included): per step, the median host time inside the call, and what the replay charges the new
-    ones on an H100 (``maya.predictor.replay.host.first_gemm_shapes``).  None: no steady steps."""
+    (warm-up included; ``maya.predictor.replay.host.first_gemm_shapes``): per step, the median host time inside the call, and what the replay charges the new
+    ones on an H100.  None: no steady steps."""
     order, spans, _ = steady_step_delays(trace)
     if not spans:
         return None
     recs = trace.records
-    rank_of = np.full(len(recs), -1, np.int64)
-    rank_of[order] = np.arange(len(order))  # position of each record in replay order
-    ops = dict(device_ops(trace))
-    blas = sorted((i for i, op in ops.items() if op.kind == int(Kind.BLAS) and rank_of[i] >= 0),
-                  key=lambda i: int(rank_of[i]))
-    lo, hi = spans[0][0], spans[-1][1]
-    seen: set[tuple[Any, ...]] = set()
-    new_ns: list[float] = []
-    seen_ns: list[float] = []
-    for i in blas:
-        sig = ops[i].signature()
-        first = sig not in seen
-        seen.add(sig)
-        if lo <= rank_of[i] < hi:
-            (new_ns if first else seen_ns).append(float(recs["dur_ns"][i]))
+    first = first_gemm_shapes(trace)
+    steady = order[spans[0][0]:spans[-1][1]]
+    blas = steady[recs["kind"][steady] == int(Kind.BLAS)]
+    new_ns = recs["dur_ns"][blas[first[blas] > 0]].astype(np.float64)
+    seen_ns = recs["dur_ns"][blas[first[blas] == 0]].astype(np.float64)
     steps = len(spans)
-    charged = host_model(GPU).new_shape_costs(first_gemm_shapes(trace))[order[lo:hi]].sum() / steps
-    new_med = float(np.median(new_ns)) if new_ns else None
-    seen_med = float(np.median(seen_ns)) if seen_ns else None
+    charged = host_model(GPU).new_shape_costs(first)[steady].sum() / steps
+    new_med = float(np.median(new_ns)) if len(new_ns) else None
+    seen_med = float(np.median(seen_ns)) if len(seen_ns) else None
     extra = len(new_ns) / steps * (new_med - seen_med) if new_med is not None and seen_med is not None else 0.0
     return {"steady_steps": steps, "calls_per_step": (len(new_ns) + len(seen_ns)) / steps,
             "new_per_step": len(new_ns) / steps, "new_call_us": None if new_med is None else new_med / 1e3,
