@@ -252,6 +252,21 @@ static int classify(const char *fn, const char *symbol, uint8_t *kind) {
 
 static __thread maya_call t_call;
 
+/* A synchronisation's device and stream as the activity records number them (CUPTI's stream ids, not
+ * the handles), so that the replay waits for the work queued there: every variant's parameters begin
+ * with the stream handle; the legacy default stream is NULL or CU_STREAM_LEGACY, a thread's own
+ * default stream CU_STREAM_PER_THREAD or any handle of a "_ptsz" call.  Left as they were (0) where
+ * CUPTI does not know the handle. */
+static void place_sync(maya_rec *r, const CUpti_CallbackData *cb) {
+    uint32_t device = 0, stream = 0;
+    if (cb->context && cuptiGetDeviceId(cb->context, &device) == CUPTI_SUCCESS) r->device = device;
+    if (r->kind != MK_STREAM_SYNC || !cb->context || !cb->functionParams) return;
+    CUstream handle = *(CUstream const *)cb->functionParams;
+    uint8_t per_thread = strstr(cb->functionName, "_ptsz") != NULL || handle == CU_STREAM_PER_THREAD;
+    if (handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) handle = NULL;
+    if (cuptiGetStreamIdEx(cb->context, handle, per_thread, &stream) == CUPTI_SUCCESS) r->stream = stream;
+}
+
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
     if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
         if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -276,6 +291,7 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_Ca
         int op = new_op_locked((uint8_t)type, kind, t_call);
         g_ops[op].head.a32 = domain == CUPTI_CB_DOMAIN_DRIVER_API;  /* KERNEL source */
         if (strstr(cb->functionName, "Async")) g_ops[op].head.flags |= MF_ASYNC;
+        if (type == OP_SYNC) place_sync(&g_ops[op].head, cb);
         map_corr_locked(cb->correlationId, op);
         pthread_mutex_unlock(&g_lock);
         t_cur = op;
