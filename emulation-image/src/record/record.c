@@ -104,7 +104,7 @@ void *record_real(const char *symbol) {
 
 /* ---------------------------------------------------------- operations */
 
-enum { OP_KERNEL, OP_MEMCPY, OP_MEMSET, OP_GRAPH, OP_SYNC, OP_LIB };
+enum { OP_KERNEL, OP_MEMCPY, OP_MEMSET, OP_GRAPH, OP_SYNC, OP_LIB, OP_EVENT };
 
 typedef struct {
     maya_rec head;      /* kind, thread, host time; the rest filled at the end for API operations */
@@ -247,24 +247,95 @@ static int classify(const char *fn, const char *symbol, uint8_t *kind) {
         *kind = MK_EVENT_SYNC;
         return OP_SYNC;
     }
+    if (starts(fn, "cudaEventRecord") || starts(fn, "cuEventRecord")) {
+        *kind = MK_EVENT_RECORD;
+        return OP_EVENT;
+    }
+    if (starts(fn, "cudaStreamWaitEvent") || starts(fn, "cuStreamWaitEvent")) {
+        *kind = MK_STREAM_WAIT_EVENT;
+        return OP_EVENT;
+    }
     return -1;
 }
 
 static __thread maya_call t_call;
 
-/* A synchronisation's device and stream as the activity records number them (CUPTI's stream ids, not
- * the handles), so that the replay waits for the work queued there: every variant's parameters begin
- * with the stream handle; the legacy default stream is NULL or CU_STREAM_LEGACY, a thread's own
- * default stream CU_STREAM_PER_THREAD or any handle of a "_ptsz" call.  Left as they were (0) where
- * CUPTI does not know the handle. */
-static void place_sync(maya_rec *r, const CUpti_CallbackData *cb) {
-    uint32_t device = 0, stream = 0;
-    if (cb->context && cuptiGetDeviceId(cb->context, &device) == CUPTI_SUCCESS) r->device = device;
-    if (r->kind != MK_STREAM_SYNC || !cb->context || !cb->functionParams) return;
-    CUstream handle = *(CUstream const *)cb->functionParams;
+/* A stream handle as the activity records number it (CUPTI's stream ids): the legacy default stream is
+ * NULL or CU_STREAM_LEGACY, a thread's own default stream CU_STREAM_PER_THREAD or any handle of a
+ * "_ptsz" call.  0 where CUPTI does not know the handle. */
+static uint32_t stream_number(const CUpti_CallbackData *cb, CUstream handle) {
+    uint32_t stream = 0;
     uint8_t per_thread = strstr(cb->functionName, "_ptsz") != NULL || handle == CU_STREAM_PER_THREAD;
     if (handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) handle = NULL;
-    if (cuptiGetStreamIdEx(cb->context, handle, per_thread, &stream) == CUPTI_SUCCESS) r->stream = stream;
+    if (!cb->context || cuptiGetStreamIdEx(cb->context, handle, per_thread, &stream) != CUPTI_SUCCESS) return 0;
+    return stream;
+}
+
+/* Events by handle, numbered from 1 in the order first seen, each with how many times it was recorded:
+ * a wait or a synchronisation names the event and the record it waits for, as emulation's records do
+ * (TRACE_FORMAT.md).  An open-addressed table of handles (torch's allocator and streams record
+ * thousands of events), under g_lock. */
+static struct { CUevent handle; uint64_t version; } *g_events;  /* by number - 1 */
+static size_t g_nevents, g_cap_events;
+static uint32_t *g_event_slots;  /* handle's hash slot -> number, 0 empty */
+static size_t g_nslots;
+
+static uint64_t event_number_locked(CUevent handle) {
+    if (2 * (g_nevents + 1) > g_nslots) {  /* grow and rehash, at most half full */
+        size_t n = g_nslots ? 2 * g_nslots : 1024;
+        uint32_t *slots = calloc(n, sizeof *slots);
+        if (!slots) maya_die("out of memory for the event table");
+        for (size_t i = 0; i < g_nevents; i++) {
+            size_t h = ((uintptr_t)g_events[i].handle >> 4) & (n - 1);
+            while (slots[h]) h = (h + 1) & (n - 1);
+            slots[h] = (uint32_t)i + 1;
+        }
+        free(g_event_slots);
+        g_event_slots = slots;
+        g_nslots = n;
+    }
+    size_t h = ((uintptr_t)handle >> 4) & (g_nslots - 1);
+    for (; g_event_slots[h]; h = (h + 1) & (g_nslots - 1))
+        if (g_events[g_event_slots[h] - 1].handle == handle) return g_event_slots[h];
+    g_events = grow(g_events, &g_cap_events, g_nevents + 1, sizeof *g_events);
+    g_events[g_nevents].handle = handle;
+    g_events[g_nevents].version = 0;
+    g_event_slots[h] = (uint32_t)++g_nevents;
+    return g_nevents;
+}
+
+/* A synchronisation's or an event call's device, stream and event, read from the call's parameters
+ * (every variant of a call lays them out alike: an event record (event, stream), a stream's wait
+ * (stream, event), an event's or a stream's synchronisation the one handle), so that the replay waits
+ * for the work queued there.  Called under g_lock. */
+static void place_locked(maya_rec *r, const CUpti_CallbackData *cb) {
+    uint32_t device = 0;
+    if (cb->context && cuptiGetDeviceId(cb->context, &device) == CUPTI_SUCCESS) r->device = (uint8_t)device;
+    void *const *p = cb->functionParams;
+    if (!p) return;
+    uint64_t event = 0;
+    switch (r->kind) {
+    case MK_STREAM_SYNC:
+        r->stream = stream_number(cb, (CUstream)p[0]);
+        return;
+    case MK_EVENT_RECORD:
+        event = event_number_locked((CUevent)p[0]);
+        r->stream = stream_number(cb, (CUstream)p[1]);
+        r->a[1] = ++g_events[event - 1].version;
+        break;
+    case MK_STREAM_WAIT_EVENT:
+        event = event_number_locked((CUevent)p[1]);
+        r->stream = stream_number(cb, (CUstream)p[0]);
+        r->a[1] = g_events[event - 1].version;
+        break;
+    case MK_EVENT_SYNC:
+        event = event_number_locked((CUevent)p[0]);
+        r->a[1] = g_events[event - 1].version;
+        break;
+    default:
+        return;
+    }
+    r->a[0] = event;
 }
 
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
@@ -291,7 +362,7 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_Ca
         int op = new_op_locked((uint8_t)type, kind, t_call);
         g_ops[op].head.a32 = domain == CUPTI_CB_DOMAIN_DRIVER_API;  /* KERNEL source */
         if (strstr(cb->functionName, "Async")) g_ops[op].head.flags |= MF_ASYNC;
-        if (type == OP_SYNC) place_sync(&g_ops[op].head, cb);
+        if (type == OP_SYNC || type == OP_EVENT) place_locked(&g_ops[op].head, cb);
         map_corr_locked(cb->correlationId, op);
         pthread_mutex_unlock(&g_lock);
         t_cur = op;
@@ -514,7 +585,7 @@ static void finish(void) {
         op_t *o = &ops[i];
         act_t *mine = sorted + o->first;
         qsort(mine, o->count, sizeof *mine, by_start);
-        if (o->type == OP_SYNC) {
+        if (o->type == OP_SYNC || o->type == OP_EVENT) {
             maya_emit(&o->head);
             continue;
         }
