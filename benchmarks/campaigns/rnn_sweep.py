@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Device time of cuDNN RNN calls (torch's nn.LSTM and nn.GRU), forward and backward, over a grid of sizes.
+"""Device and host time of cuDNN RNN calls (torch's nn.LSTM and nn.GRU), forward and backward, over a grid of sizes.
 
 Runs on a GPU machine with its own python3 and torch (about four minutes):
 
@@ -8,8 +8,9 @@ Runs on a GPU machine with its own python3 and torch (about four minutes):
 and, unchanged, under emulation (``maya emulate --out DIR -- python3
 benchmarks/campaigns/rnn_sweep.py --emulated``: one call of each, no timing),
 so that each configuration's ``rnn_fwd``, ``rnn_bwd_data`` and
-``rnn_bwd_weights`` records can be set beside its measured time
-(``benchmarks/calibration/rnn.py``).
+``rnn_bwd_weights`` records can be set beside its measured times (what
+``docs/prediction.md`` reports was compared so; no estimator reads the
+sweep yet).
 
 Record mode does not see cuDNN's RNN calls as calls (it keeps their inner
 kernels, which cuDNN spreads over several streams), so the sweep times each
