@@ -16,7 +16,6 @@ recorded on an H100 with both (`emulation-image/src/record/record.c`,
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import numpy as np
 import pytest
 
 from benchmarks.archives import extract_all
+from benchmarks.held_out.campaign import result_lines
 from maya.predict import predict_folder, prepare
 from maya.predictor.replay.host import host_model
 from maya.predictor.trace import Kind, read_trace
@@ -74,7 +74,6 @@ def test_a_recorded_job_replays_at_its_recorded_pace(tmp_path: Path, workload: s
     (``lstm_lm``: 36.2 ms against 38.8; what cuDNN's RNN does between its kernels is not all recorded)."""
     extract_all(RECORDS, tmp_path, (workload,))
     folder = tmp_path / workload
-    recorded = json.loads(next(line for line in (folder / "stdout.txt").read_text().splitlines()
-                               if '"step_times_s"' in line))["step_times_s"]
+    recorded = result_lines((folder / "stdout.txt").read_text())[0]["step_times_s"]
     predicted = predict_folder(folder, "H100-SXM-80GB", oracle=True).step_time_s
     assert abs(predicted / statistics.median(recorded) - 1) < within
