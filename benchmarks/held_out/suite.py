@@ -80,22 +80,22 @@ WORKLOADS: tuple[Workload, ...] = (
     _w("resnet50", "CNN", ["--batch", "256", "--image-size", "224", "--warmup", "5"]),
     _w("bert_fp16", "encoder, fp16 GradScaler", ["--batch", "64", "--seq-len", "128", "--warmup", "10"]),
     # Added 2026-11-26, after the interval and host-model studies, and measured then (on H100s: the
-    # machines lent that day were H100s).
-    _w("dlrm_adagrad", "DLRM recommender, Adagrad", ["--batch", "4096", "--warmup", "5"], on=(H100,)),
+    # machines lent that day were H100s); on an H200 first on 2026-11-28, as were the three below.
+    _w("dlrm_adagrad", "DLRM recommender, Adagrad", ["--batch", "4096", "--warmup", "5"], on=(H100, H200)),
     # Added 2026-11-26, after data-dependent operations got expected results under emulation
     # (maya/_hook/_maya_device_values.py), and measured then on two H100 machines (an H200 was asked
     # for and H100s came): the first test of those assumptions on scripts written after them.
     _w("switch_moe", "mixture of experts, top-1, split by host counts", ["--batch", "16", "--seq", "512",
-                                                                        "--warmup", "5"], on=(H100,)),
+                                                                        "--warmup", "5"], on=(H100, H200)),
     _w("wide_deep_adagrad", "sparse embeddings, Adagrad, skewed ids", ["--batch", "65536", "--warmup", "5"],
-       on=(H100,), known_gap=DATA_DEPENDENT + "coalesce's summing kernel runs one warp per distinct row, so its "
+       on=(H100, H200), known_gap=DATA_DEPENDENT + "coalesce's summing kernel runs one warp per distinct row, so its "
                                                "time follows how often the hottest ids repeat (power-law ids: "
                                                "41 of the 54 ms step); emulation prices a plain sum (found on its "
                                                "first measurement)"),
     # Added 2026-11-26, after a router's topk and the values computed from it got a balanced router's values
     # under emulation (the same module), and measured then on H100s.
     _w("mixtral_moe", "mixture of experts, top-2, Hugging Face routing", ["--batch", "8", "--seq", "1024",
-                                                                         "--warmup", "5"], on=(H100,)),
+                                                                         "--warmup", "5"], on=(H100, H200)),
 )
 
 BY_NAME = {w.name: w for w in WORKLOADS}
