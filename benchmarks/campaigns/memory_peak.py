@@ -3,8 +3,9 @@
 
 Runs a script unchanged, on a GPU or under emulation, with PyTorch's allocator
 history on (Python stacks), and at exit writes what was live at the peak,
-grouped by allocation site, so that an emulated peak that differs from the
-real one can be traced to the allocations that differ:
+grouped by allocation site, and the allocator's reservations in order, so
+that an emulated peak that differs from the real one can be traced to the
+allocations that differ:
 
     python3 benchmarks/campaigns/memory_peak.py OUT.json -- SCRIPT [ARGS...]
     maya emulate --out DIR -- python benchmarks/campaigns/memory_peak.py OUT.json -- SCRIPT [ARGS...]
@@ -27,6 +28,7 @@ import torch
 
 HISTORY = 3_000_000  # allocator events kept: a few steps of a large model
 SITES = 40  # allocation sites written, the largest first
+SEGMENTS = 4000  # reservations written, the first
 
 
 def site(frames: list[dict], script: str) -> str:
@@ -68,9 +70,16 @@ def live_at_peak(events: list[dict], script: str) -> dict:
         groups[site(e.get("frames", []), script)].append(e["size"])
     top = sorted(groups.items(), key=lambda kv: -sum(kv[1]))[:SITES]
     last = events[peak_at] if peak_at >= 0 else {}
+    segments, reserved, reserved_peak = [], 0, 0
+    for i, e in enumerate(events):  # the allocator's reservations, in order: what sets the reserved peak
+        if e["action"] in ("segment_alloc", "segment_free"):
+            reserved += e["size"] if e["action"] == "segment_alloc" else -e["size"]
+            reserved_peak = max(reserved_peak, reserved)
+            segments.append({"event": i, "action": e["action"], "size": e["size"], "reserved": reserved,
+                             "site": site(e.get("frames", []), script)})
     return {"peak_bytes": peak, "peak_event": peak_at, "events": len(events),
             "peak_allocation": {"size": last.get("size"), "site": site(last.get("frames", []), script)},
-            "live_blocks": len(live),
+            "live_blocks": len(live), "reserved_peak_bytes": reserved_peak, "segments": segments[:SEGMENTS],
             "sites": [{"site": s, "bytes": sum(v), "blocks": len(v),
                        "sizes": [sz for sz, _ in collections.Counter(v).most_common(6)]} for s, v in top]}
 
@@ -91,6 +100,7 @@ def main() -> None:
         events = snap["device_traces"][device]
         doc = {"argv": argv, "device": torch.cuda.get_device_name(device),
                "max_memory_allocated": torch.cuda.max_memory_allocated(device),
+               "max_memory_reserved": torch.cuda.max_memory_reserved(device),
                "history_full": len(events) >= HISTORY, **live_at_peak(events, script)}
         with open(out, "w") as f:
             json.dump(doc, f, indent=1)

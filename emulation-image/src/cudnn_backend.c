@@ -740,7 +740,10 @@ static int64_t engine_count(const ginfo *g)
  * before the head reduction (B*H*Skv*(D+Dv)*2, exact on the probe).
  * Forward asks 256 bytes.  The sm90 xmma convolution engines ask 131 bytes
  * for fprop/dgrad; wgrad (split-K) asked 1.7 to 4.3 MB on the probes, fitted
- * as max(K*C/g*R*S*6, 3.5 MiB) (within 2x of all four). */
+ * as max(K*C/g*R*S*6, 3.5 MiB) (within 2x of all four).  On top, the
+ * tensors those engines cannot read in place (conv_copies). */
+static int64_t conv_copies(const ginfo *g);
+
 static int64_t workspace(const ginfo *g, int engine)
 {
     const dnn_sdpa *s = &g->s;
@@ -765,17 +768,50 @@ static int64_t workspace(const ginfo *g, int engine)
                 return ws;
         }
         if (g->cls != G_CONV_WGRAD)
-            return engine == 62 || engine == 67 ? 131 : 0;
+            return engine == 62 || engine == 67 ? 131 + conv_copies(g) : 0;
         if (engine != 65)
             return 0;
         int64_t rs = 1;
         for (int i = 0; i < g->cv.nsp; i++)
             rs *= g->cv.filt[i];
         int64_t w = g->cv.k * (g->cv.groups ? g->cv.c / g->cv.groups : g->cv.c) * rs * 6;
-        return w > (int64_t)3670016 ? w : 3670016;
+        return (w > (int64_t)3670016 ? w : 3670016) + conv_copies(g);
     }
     default: return 0;
     }
+}
+
+/* The copies a convolution's engine keeps in its workspace, as cuDNN 9.19
+ * asked on an H200 with autotuning on (benchmarks/data/conv_workspace/):
+ * the sm90 engines read channels-last tensors whose channels fill 16 bytes.
+ * An NCHW convolution with a filter larger than 1x1 (and at least 4 input
+ * channels) copies all three tensors, input (or its gradient), output (or
+ * its gradient) and filter, into that form; a channels-last one copies the
+ * tensors whose channels are short of a multiple of 16 bytes, and the filter.
+ * Each copy holds its channels padded up to 16 bytes.  This is what sets the
+ * peak of an NCHW network at its largest convolution (68 MiB for a UNet's
+ * 128 -> 3 output convolution on 64 x 64 x 64 in bf16).  Not modelled:
+ * NCHW inputs of fewer than 4 channels (a stem: the probes asked 0 to 2x
+ * this), grouped convolutions (none probed), and the 2 MiB an fp32 forward
+ * engine asks beside its copies. */
+static int64_t conv_copies(const ginfo *g)
+{
+    const dnn_conv *cv = &g->cv;
+    int64_t e = dnn_dtype_size(g->io_dtype);
+    if (e <= 0 || e > 16 || cv->groups != 1 || cv->nsp < 1 || cv->n <= 0)
+        return 0;
+    int64_t per = 16 / e, cp = (cv->c + per - 1) / per * per, kp = (cv->k + per - 1) / per * per;
+    int64_t in = 1, out = 1, rs = 1;
+    for (int i = 0; i < cv->nsp; i++) {
+        in *= cv->in[i];
+        out *= cv->out[i];
+        rs *= cv->filt[i];
+    }
+    int64_t x = cv->n * cp * in * e, y = cv->n * kp * out * e, w = kp * cp * rs * e;
+    if (g->layout == DNN_LAYOUT_NCHW)
+        return rs > 1 && cv->c >= 4 ? x + y + w : 0;
+    int c_short = cv->c % per != 0, k_short = cv->k % per != 0;
+    return (c_short ? x : 0) + (k_short ? y : 0) + (c_short || k_short ? w : 0);
 }
 
 /* ------------------------------------------------------- derived objects */
