@@ -792,14 +792,14 @@ static int64_t workspace(const ginfo *g, int engine)
  * peak of an NCHW network at its largest convolution (68 MiB for a UNet's
  * 128 -> 3 output convolution on 64 x 64 x 64 in bf16).  Not modelled:
  * NCHW inputs of fewer than 4 channels (a stem: the probes asked 0 to 2x
- * this), grouped convolutions (none probed), and the 2 MiB an fp32 forward
- * engine asks beside its copies. */
+ * this), grouped and 3-D convolutions (none probed), and the 2 MiB an fp32
+ * forward engine asks beside its copies. */
 static int64_t conv_copies(const ginfo *g)
 {
     const dnn_conv *cv = &g->cv;
     int64_t e = dnn_dtype_size(g->io_dtype);
-    if (e <= 0 || e > 16 || cv->groups != 1 || cv->nsp < 1 || cv->n <= 0)
-        return 0;
+    if (e <= 0 || e > 16 || cv->groups != 1 || cv->nsp != 2 || cv->n <= 0)
+        return 0; /* measured on 2-D convolutions only (torch runs a 1-D one as 2-D) */
     int64_t per = 16 / e, cp = (cv->c + per - 1) / per * per, kp = (cv->k + per - 1) / per * per;
     int64_t in = 1, out = 1, rs = 1;
     for (int i = 0; i < cv->nsp; i++) {
