@@ -70,18 +70,24 @@ def live_at_peak(events: list[dict], script: str) -> dict:
         groups[site(e.get("frames", []), script)].append(e["size"])
     top = sorted(groups.items(), key=lambda kv: -sum(kv[1]))[:SITES]
     last = events[peak_at] if peak_at >= 0 else {}
+    return {"peak_bytes": peak, "peak_event": peak_at, "events": len(events),
+            "peak_allocation": {"size": last.get("size"), "site": site(last.get("frames", []), script)},
+            "live_blocks": len(live),
+            "sites": [{"site": s, "bytes": sum(v), "blocks": len(v),
+                       "sizes": [sz for sz, _ in collections.Counter(v).most_common(6)]} for s, v in top]}
+
+
+def reservations(events: list[dict], script: str) -> dict:
+    """The allocator's reservations in order, each with the total reserved after it: what sets the
+    reserved peak, which a different workspace early in a run can move."""
     segments, reserved, reserved_peak = [], 0, 0
-    for i, e in enumerate(events):  # the allocator's reservations, in order: what sets the reserved peak
+    for i, e in enumerate(events):
         if e["action"] in ("segment_alloc", "segment_free"):
             reserved += e["size"] if e["action"] == "segment_alloc" else -e["size"]
             reserved_peak = max(reserved_peak, reserved)
             segments.append({"event": i, "action": e["action"], "size": e["size"], "reserved": reserved,
                              "site": site(e.get("frames", []), script)})
-    return {"peak_bytes": peak, "peak_event": peak_at, "events": len(events),
-            "peak_allocation": {"size": last.get("size"), "site": site(last.get("frames", []), script)},
-            "live_blocks": len(live), "reserved_peak_bytes": reserved_peak, "segments": segments[:SEGMENTS],
-            "sites": [{"site": s, "bytes": sum(v), "blocks": len(v),
-                       "sizes": [sz for sz, _ in collections.Counter(v).most_common(6)]} for s, v in top]}
+    return {"reserved_peak_bytes": reserved_peak, "segments": segments[:SEGMENTS]}
 
 
 def main() -> None:
@@ -101,7 +107,8 @@ def main() -> None:
         doc = {"argv": argv, "device": torch.cuda.get_device_name(device),
                "max_memory_allocated": torch.cuda.max_memory_allocated(device),
                "max_memory_reserved": torch.cuda.max_memory_reserved(device),
-               "history_full": len(events) >= HISTORY, **live_at_peak(events, script)}
+               "history_full": len(events) >= HISTORY, **live_at_peak(events, script),
+               **reservations(events, script)}
         with open(out, "w") as f:
             json.dump(doc, f, indent=1)
 
