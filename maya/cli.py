@@ -239,9 +239,11 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     for k, v in p.breakdown.items():
         print(f"  {k.removesuffix('_s').replace('_', ' '):24} {v * ms:9.2f} ms")
     gib = 2**30
-    for r, peak in enumerate(p.peak_memory_bytes):
-        verdict = "fits" if peak <= p.capacity_bytes else f"does NOT fit: short by {(peak - p.capacity_bytes) / gib:.2f} GiB"
-        print(f"  rank {r} peak memory {peak / gib:.2f} GiB of {p.capacity_bytes / gib:.2f} GiB: {verdict}")
+    for r, (peak, high) in enumerate(zip(p.peak_memory_bytes, p.peak_memory_high_bytes, strict=True)):
+        verdict = "fits" if high <= p.capacity_bytes else f"does NOT fit: short by {(high - p.capacity_bytes) / gib:.2f} GiB"
+        some = (f" ({high / gib:.2f} GiB in runs whose NCCL watchdog still holds DDP's first gradient buckets in "
+                "the second step)" if high > peak else "")
+        print(f"  rank {r} peak memory {peak / gib:.2f} GiB{some} of {p.capacity_bytes / gib:.2f} GiB: {verdict}")
     if p.confidence:
         print("  device time by estimate confidence: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in p.confidence.items()))
     if p.collective_models:  # measured: NCCL timed on GPUs of this NVLink (maya/predictor/collectives.json)

@@ -39,7 +39,7 @@ from maya.predictor.replay.step import step_time, write_timeline
 from maya.predictor.trace import Kind, Trace, read_trace
 from maya.predictor.trace import records as R
 from maya.predictor.trace.ops import device_ops, measured
-from maya.summary import add_counts, approximated_calls
+from maya.summary import add_counts, approximated_calls, first_buckets_bytes
 
 _RANK_FILE = re.compile(r"rank(\d+)\.mayatrace$")
 NUDGE = 0.1  # the relative change by which the step's sensitivity to its host and its estimates is read
@@ -79,10 +79,20 @@ class Prediction:
     # rank 0's data-dependent results given expected values, and its reads of values no kernel computed
     # ({"assumed": [...], "unknown": [...]}, maya/_hook/_maya_device_values.py; {}: not reported)
     device_values: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # per rank, how much higher a real run's peak can be (maya.summary.first_buckets_bytes: DDP's first buckets)
+    first_buckets_bytes: list[int] = field(default_factory=list)
+
+    @property
+    def peak_memory_high_bytes(self) -> list[int]:
+        """Per rank, the peak a real run can reach: in some runs torch's NCCL watchdog still holds DDP's first
+        gradient buckets at the second step's peak."""
+        held = [*self.first_buckets_bytes, *[0] * len(self.peak_memory_bytes)]
+        return [p + h for p, h in zip(self.peak_memory_bytes, held, strict=False)]
 
     @property
     def fits(self) -> bool:
-        return all(p <= self.capacity_bytes for p in self.peak_memory_bytes)
+        """Whether every rank fits in every run, the runs that still hold DDP's first buckets included."""
+        return all(p <= self.capacity_bytes for p in self.peak_memory_high_bytes)
 
     @property
     def host_bound(self) -> bool:
@@ -117,7 +127,7 @@ class Prediction:
         low, high = self.interval_s
         return {"gpu": self.gpu, "step_time_s": self.step_time_s, "steps_s": list(self.steps_s),
                 "breakdown": self.breakdown, "peak_memory_bytes": self.peak_memory_bytes,
-                "capacity_bytes": self.capacity_bytes, "fits": self.fits, "confidence": self.confidence,
+                "peak_memory_high_bytes": self.peak_memory_high_bytes, "capacity_bytes": self.capacity_bytes, "fits": self.fits, "confidence": self.confidence,
                 "step_time_low_s": low, "step_time_high_s": high,
                 "emulations_step_time_s": list(self.emulations_s or (self.step_time_s,)),
                 "sensitivity": self.sensitivity,
@@ -287,7 +297,8 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     return Prediction(g.name, st.step_s, st.steps, st.breakdown, _peaks(job.summary, traces),
                       g.memory_bytes - g.reserved_bytes, {k: v / total for k, v in sorted(job.weights.items())},
                       collective_models=collective_models, approximated=approximated, sensitivity=sensitivity,
-                      device_values=_rank0(job.summary).get("device_values") or {})
+                      device_values=_rank0(job.summary).get("device_values") or {},
+                      first_buckets_bytes=_first_buckets(job.summary, traces))
 
 
 def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | None = None,
@@ -357,6 +368,14 @@ def _estimators(gpu: str) -> estimate.Estimators:
 
 def _rank0(summary: dict[str, Any]) -> dict[str, Any]:
     return next((r for r in summary.get("ranks", []) if r.get("rank") == 0), {})
+
+
+def _first_buckets(summary: dict[str, Any], traces: list[Trace]) -> list[int]:
+    """Per rank, DDP's first buckets (summary.json, else the traces): how much higher a real run's peak can be."""
+    ranks = summary.get("ranks", []) if summary else []
+    if ranks and all("first_buckets_bytes" in r for r in ranks):
+        return [int(r["first_buckets_bytes"] or 0) for r in ranks]
+    return [first_buckets_bytes(t) for t in traces]
 
 
 def _peaks(summary: dict[str, Any], traces: list[Trace]) -> list[int]:

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from maya.predictor.trace import Flag, Kind, Trace, TraceError, read_trace
+from maya.predictor.trace.records import COLL_BYTES, COLL_OP
+
+_ALL_REDUCE = 1  # COLL_OP of ncclAllReduce
 
 _RANK_FILE = re.compile(r"^rank(-?\d+)(?:\.pid(\d+))?\.(mayatrace|torch\.json)$")
 
@@ -45,6 +49,24 @@ def reserved_peaks(trace: Trace) -> dict[int, int]:
         on = sel["device"] == dev
         peaks[int(dev)] = max(0, int(np.cumsum(signed[on]).max()), int(sel["a"][on, 2].max()))
     return peaks
+
+
+def first_buckets_bytes(trace: Trace) -> int:
+    """Bytes of the all-reduce buffers a rank reduced once, before its buffers began to repeat: DDP's first
+    gradient buckets, which it drops when it rebuilds its buckets in the second step (0 where no buffer repeats).
+
+    Why: torch's NCCL watchdog holds a collective's tensors until its next poll, every 100 ms of wall
+    time, so on a GPU the dropped buckets are still held at the second step's peak in some runs and not
+    in others (the held-out DDP ConvNeXt, 2 x H100 and 2 x H200: 4,690,166,784 bytes, or up to its
+    114,356,512 bytes of first bucket more).  Emulation lets the watchdog catch up at the first step's
+    end, so its peak is the lower one; this is how much higher a real run's can be."""
+    recs = trace.records
+    idx = trace.of_kind(Kind.COLL)
+    idx = idx[COLL_OP.of(recs["a"][idx]) == _ALL_REDUCE]
+    buffers = [(int(trace.ext(int(i))[1]), int(COLL_BYTES.of(recs["a"][i]))) for i in idx]
+    uses = Counter(address for address, _ in buffers)
+    first_repeat = next((k for k, (address, _) in enumerate(buffers) if uses[address] > 1), 0)
+    return sum(size for address, size in buffers[:first_repeat] if uses[address] == 1)
 
 
 def failed_allocations(trace: Trace) -> list[dict[str, int]]:
@@ -127,6 +149,7 @@ def trace_facts(trace: Trace) -> dict[str, Any]:
         "gc_seconds": int(trace.header.get("gc_us", 0)) / 1e6,
         "hook_seconds": int(trace.header.get("hook_us", 0)) / 1e6,
         "trace_reserved_peak_bytes": reserved_peaks(trace),
+        "first_buckets_bytes": first_buckets_bytes(trace),
         "failed_allocations": failed_allocations(trace),
         "unsupported_apis": unsupported_apis(trace),
         "approximated": approximated_calls(trace),
@@ -159,6 +182,7 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             "collectives": 0,
             "peak_allocated_bytes": None,
             "peak_reserved_bytes": None,
+            "first_buckets_bytes": 0,  # a real run's peak can be this much higher (first_buckets_bytes())
             "out_of_memory": False,
             "oom_escaped": False,  # a torch.OutOfMemoryError ended the program
             "oom_request_bytes": None,
@@ -190,6 +214,7 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
             entry["gc_seconds"] = max(entry["gc_seconds"], facts["gc_seconds"])
             entry["hook_seconds"] = max(entry["hook_seconds"], facts["hook_seconds"])
             reserved = max([reserved, *facts["trace_reserved_peak_bytes"].values()])
+            entry["first_buckets_bytes"] = max(entry["first_buckets_bytes"], facts["first_buckets_bytes"])
             if facts["failed_allocations"]:
                 entry["out_of_memory"] = True
                 worst = max(facts["failed_allocations"], key=lambda f: f["bytes"] + f["in_use_bytes"])
@@ -323,6 +348,13 @@ def render(summary: dict[str, Any]) -> list[str]:
                   for line in device_value_lines(r.get("device_values"), r.get("device_reads", 0))]
         for err in r["errors"]:
             lines.append(f"  rank {r['rank']}: could not read {err}")
+    held = max((r.get("first_buckets_bytes") or 0 for r in summary["ranks"]), default=0)
+    if held:
+        lines.append(
+            f"maya: on GPUs the peaks can be up to {_gib(held)} higher in some runs: DDP drops its first gradient "
+            "buckets when it rebuilds them in the second step, and torch's NCCL watchdog, polling every 100 ms, may "
+            "still hold them there"
+        )
     cpus = summary.get("emulating_cpus")
     if cpus and summary["num_ranks"] > cpus:
         lines.append(

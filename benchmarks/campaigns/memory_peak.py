@@ -29,6 +29,7 @@ import torch
 HISTORY = 3_000_000  # allocator events kept: a few steps of a large model
 SITES = 40  # allocation sites written, the largest first
 SEGMENTS = 4000  # reservations written, the first
+LARGEST = 24  # live blocks at the peak written one by one, the largest first
 
 
 def site(frames: list[dict], script: str) -> str:
@@ -69,12 +70,16 @@ def live_at_peak(events: list[dict], script: str) -> dict:
     for e in live.values():
         groups[site(e.get("frames", []), script)].append(e["size"])
     top = sorted(groups.items(), key=lambda kv: -sum(kv[1]))[:SITES]
+    order = {id(e): i for i, e in enumerate(events[: peak_at + 1])}
+    largest = sorted(live.values(), key=lambda e: -e["size"])[:LARGEST]
     last = events[peak_at] if peak_at >= 0 else {}
     return {"peak_bytes": peak, "peak_event": peak_at, "events": len(events),
             "peak_allocation": {"size": last.get("size"), "site": site(last.get("frames", []), script)},
             "live_blocks": len(live),
             "sites": [{"site": s, "bytes": sum(v), "blocks": len(v),
-                       "sizes": [sz for sz, _ in collections.Counter(v).most_common(6)]} for s, v in top]}
+                       "sizes": [sz for sz, _ in collections.Counter(v).most_common(6)]} for s, v in top],
+            "largest": [{"size": e["size"], "event": order[id(e)], "site": site(e.get("frames", []), script)}
+                        for e in largest]}
 
 
 def reservations(events: list[dict], script: str) -> dict:

@@ -65,8 +65,12 @@ def run_result(folder: Path, exit_code: int, log_tail: str) -> dict[str, Any]:
     ranks = summary.get("ranks", [])
     peak_reserved = max((int(r.get("peak_reserved_bytes") or 0) for r in ranks), default=0)
     peak_allocated = max((int(r.get("peak_allocated_bytes") or 0) for r in ranks), default=0)
+    # a real run's peak can be this much higher: DDP's first buckets, held by torch's NCCL watchdog (maya.summary)
+    held = max((int(r.get("first_buckets_bytes") or 0) for r in ranks), default=0)
     result: dict[str, Any] = {"exitCode": exit_code, "peakReservedBytes": peak_reserved,
                               "peakAllocatedBytes": peak_allocated, "gpu": summary.get("gpu", {}).get("name")}
+    if held:
+        result["firstBucketsBytes"] = held
     if summary.get("out_of_memory"):
         short = max((int(r.get("oom_short_by_bytes") or 0) for r in ranks), default=0)
         request = max((int(r.get("oom_request_bytes") or 0) for r in ranks), default=0)
@@ -102,14 +106,23 @@ def _last_error(log: str) -> str:
     return "\n".join(lines[-8:])[-1500:] or "(no output)"
 
 
-def memory_verdict(result: dict[str, Any], gpu: str) -> str:
-    """``fits``, ``oom`` or ``near`` (emulate on ``gpu`` itself) for a run emulated on a GPU at least as large."""
+def memory_verdict(result: dict[str, Any], gpu: str, *, emulated_here: bool = False) -> str:
+    """``fits``, ``oom`` or ``near`` (emulate on ``gpu`` itself) for a run emulated on ``gpu`` itself
+    (``emulated_here``) or on a GPU at least as large.  A run that completed on ``gpu`` itself fits unless
+    the runs that still hold DDP's first buckets (``firstBucketsBytes``) need more than it has."""
     usable = usable_bytes(gpu)
-    if result["status"] == "oom" or result["peakAllocatedBytes"] > usable:
+    held = int(result.get("firstBucketsBytes") or 0)
+    if result["status"] == "oom" or result["peakAllocatedBytes"] + held > usable:
         return "oom"
-    if result["peakReservedBytes"] <= NEAR_CAPACITY * usable:
+    if emulated_here or result["peakReservedBytes"] + held <= NEAR_CAPACITY * usable:
         return "fits"
     return "near"
+
+
+def peak_bytes(result: dict[str, Any]) -> int | None:
+    """The peak a real run can reserve: the emulated one, and DDP's first buckets where the watchdog holds them."""
+    peak = int(result.get("peakReservedBytes") or 0)
+    return peak + int(result.get("firstBucketsBytes") or 0) if peak else None
 
 
 def predict_gpus(folder: Path, gpus: Sequence[str], gpus_per_node: int) -> dict[str, dict[str, Any]]:
@@ -126,7 +139,7 @@ def predict_gpus(folder: Path, gpus: Sequence[str], gpus_per_node: int) -> dict[
         js = p.to_json()
         out[gpu] = {"stepTimeSeconds": p.step_time_s, "stepTimeSecondsLow": js.get("step_time_low_s"),
                     "stepTimeSecondsHigh": js.get("step_time_high_s"), "steps": list(p.steps_s),
-                    "peakMemoryBytes": max(p.peak_memory_bytes, default=0), "breakdown": p.breakdown,
+                    "peakMemoryBytes": max(p.peak_memory_high_bytes, default=0), "breakdown": p.breakdown,
                     "hostSensitivity": round(p.sensitivity.get("host", 0.0), 4)}
     return out
 

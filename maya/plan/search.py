@@ -31,6 +31,7 @@ from maya.plan.evaluate import (
     architecture,
     median_prediction,
     memory_verdict,
+    peak_bytes,
     runs_wanted,
     settled,
     usable_bytes,
@@ -226,11 +227,11 @@ class Search:
                 "not sampled: the search spent its emulation budget" if self.sampled else "not evaluated")
             return Outcome("pruned", reason)
         r = done.result
-        peak = int(r.get("peakReservedBytes") or 0) or None
+        peak = peak_bytes(r)
         values = dict(r.get("deviceValues") or {})
         if r["status"] == "failed":
             return Outcome("failed", r.get("error", "the emulation failed"), emulation=done.key, device_values=values)
-        verdict = "fits" if done is mine and r["status"] == "ok" else memory_verdict(r, c.gpu)
+        verdict = memory_verdict(r, c.gpu, emulated_here=done is mine)
         if verdict == "oom":
             return Outcome("oom", _oom_reason(r, c.gpu, done is mine), peak_bytes=peak, emulation=done.key,
                            device_values=values)
@@ -275,14 +276,17 @@ def _order(c: Candidate) -> tuple[Any, ...]:
 def _oom_reason(r: dict[str, Any], gpu: str, emulated_here: bool) -> str:
     usable = usable_bytes(gpu)
     gib = 2**30
-    need = max(int(r.get("peakAllocatedBytes") or 0), int(r.get("requestBytes") or 0))
+    need = max(int(r.get("peakAllocatedBytes") or 0) + int(r.get("firstBucketsBytes") or 0),
+               int(r.get("requestBytes") or 0))
     where = "" if emulated_here else f" (emulated on {r.get('gpu') or 'a larger GPU'})"
     if r["status"] == "oom" and emulated_here:
         short = int(r.get("shortByBytes") or 0)
         return f"ran out of memory on {gpu}: short by {short / gib:.2f} GiB of {usable / gib:.2f} GiB"
     if r["status"] == "oom":
         return f"ran out of memory on a GPU with more memory than {gpu}{where}"
-    return (f"needs {need / gib:.2f} GiB, {gpu} has {usable / gib:.2f} GiB: short by "
+    held = (" in the runs whose NCCL watchdog still holds DDP's first gradient buckets in the second step"
+            if r.get("firstBucketsBytes") else "")
+    return (f"needs {need / gib:.2f} GiB{held}, {gpu} has {usable / gib:.2f} GiB: short by "
             f"{(need - usable) / gib:.2f} GiB{where}")
 
 
