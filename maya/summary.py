@@ -63,10 +63,11 @@ def first_buckets_bytes(trace: Trace) -> int:
     recs = trace.records
     idx = trace.of_kind(Kind.COLL)
     idx = idx[COLL_OP.of(recs["a"][idx]) == _ALL_REDUCE]
+    # a buffer is its address and size: a dropped bucket's block is soon split for the new ones
     buffers = [(int(trace.ext(int(i))[1]), int(COLL_BYTES.of(recs["a"][i]))) for i in idx]
-    uses = Counter(address for address, _ in buffers)
-    first_repeat = next((k for k, (address, _) in enumerate(buffers) if uses[address] > 1), 0)
-    return sum(size for address, size in buffers[:first_repeat] if uses[address] == 1)
+    uses = Counter(buffers)
+    first_repeat = next((k for k, buffer in enumerate(buffers) if uses[buffer] > 1), 0)
+    return sum(buffer[1] for buffer in buffers[:first_repeat] if uses[buffer] == 1)
 
 
 def failed_allocations(trace: Trace) -> list[dict[str, int]]:

@@ -34,7 +34,8 @@ def _trace(path: Path, collectives: list[tuple[int, int, int]]) -> Path:
 
 def test_the_first_steps_buckets_that_never_come_back(tmp_path: Path) -> None:
     ddp = [(BROADCAST, 0xA000, 400), (ALL_REDUCE, 0xA000, 400),  # the start-up broadcast reuses the block
-           *[(ALL_REDUCE, b, 200) for _ in range(3) for b in (0xB000, 0xC000)],  # rebuilt buckets, every step
+           # the rebuilt buckets, every step, one of them in the dropped bucket's block
+           *[(ALL_REDUCE, b, 200) for _ in range(3) for b in (0xA000, 0xC000)],
            (ALL_REDUCE, 0xD000, 8)]  # a one-off reduction at the end
     assert first_buckets_bytes(read_trace(_trace(tmp_path / "ddp.mayatrace", ddp))) == 400
     fresh = [(ALL_REDUCE, 0x1000 * k, 64) for k in range(1, 6)]  # new buffers every time: nothing to tell

@@ -184,6 +184,11 @@ def test_a_job_of_several_ranks_runs_at_its_machines_pace(tmp_path: Path) -> Non
     assert fit_node_slowdown(steps[:2], [1.1, 2.6]) == pytest.approx(1.1)
     with pytest.raises(ValueError):
         fit_node_slowdown(steps, [1.2, 2.4])
+    # Two device-bound configurations (their steps hardly follow the factor) that ask 0.85 do not outvote
+    # the host-bound one asking 1.2: a configuration counts as much as its step follows its host.
+    flat = np.array([2.0 * NODE_SLOWDOWNS**0.05, 3.0 * NODE_SLOWDOWNS**0.05])
+    assert fit_node_slowdown(np.vstack([steps[0], flat]), [1.2, 2.0 * 0.85**0.05, 3.0 * 0.85**0.05]) == \
+        pytest.approx(1.2)
 
 
 def test_server_call_costs_price_the_replayed_host(tmp_path: Path) -> None:
@@ -420,10 +425,11 @@ def test_a_gemm_of_a_shape_new_to_the_rank_costs_the_host_cublas_kernel_search(t
 def test_the_committed_new_shape_costs_are_the_measured_ones() -> None:
     """predictor/host_calibration.json's new_gemm_shape_ns is what benchmarks.calibration.new_shape computes from
     benchmarks/data/gemm_first_shape/."""
-    from benchmarks.calibration.new_shape import new_shape_ns
+    from benchmarks.calibration.new_shape import measurements, new_shape_ns
 
-    measured = new_shape_ns()
-    assert measured["16-bit"] > 5 * measured["32-bit"]  # cuBLAS's search for a bf16 kernel costs the most
-    for m in json.loads(CALIBRATION.read_text())["machines"].values():
+    for gpu, m in json.loads(CALIBRATION.read_text())["machines"].items():
+        measured = new_shape_ns(measurements(gpu))
+        assert measured["16-bit"] > 5 * measured["32-bit"]  # cuBLAS's search for a bf16 kernel costs the most
         assert m["new_gemm_shape_ns"] == measured
+    assert {p.name.split("-k")[0] for p in measurements("H200-SXM-141GB")} == {"H200-SXM-141GB"}  # its own
 

@@ -44,7 +44,7 @@ from statistics import median
 import numpy as np
 
 from benchmarks.calibration import rank_wait
-from benchmarks.calibration.new_shape import new_shape_ns
+from benchmarks.calibration.new_shape import measurements, new_shape_ns
 from benchmarks.campaigns.gpu_fidelity_campaign import cpu_model
 from benchmarks.merge_lease import CALL_COSTS
 from benchmarks.step_truth import DATA, EMULATED_STEPS, STEADY_FROM, emulate, emulated_host_s, measured
@@ -158,8 +158,8 @@ def main() -> int:
             machines[gpu]["node_call_ns"] = node_calls
         if gpu in waits:  # and their ranks' wait for the slowest (benchmarks.calibration.rank_wait)
             machines[gpu]["rank_jitter"] = round(waits[gpu]["rank_jitter"], 4)
-        # measured, not fitted: a GEMM shape new to the process (benchmarks.calibration.new_shape; the H100's for all)
-        machines[gpu]["new_gemm_shape_ns"] = new_shape_ns()
+        # measured, not fitted: a GEMM shape new to the process (benchmarks.calibration.new_shape)
+        machines[gpu]["new_gemm_shape_ns"] = new_shape_ns(measurements(gpu))
         if "node_slowdown" in previous.get(gpu, {}):  # fitted on top of these factors: refit it after them
             machines[gpu]["node_slowdown"] = previous[gpu]["node_slowdown"]
             print(f"{gpu}: node_slowdown kept from the previous calibration; refit it on the new factors: "

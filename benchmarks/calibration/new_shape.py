@@ -7,10 +7,10 @@ call of each of many fresh row counts of a linear layer's GEMMs (four forms, bf1
 of a row count already run (``benchmarks/data/gemm_first_shape/``, one file per machine and size).  A
 case's cost is the median of its later half of first calls (the first few dozen new shapes of the
 backward's input gradient cost about 2 ms each once per process, paid in a job's first steps) less the
-median seen call; a precision's is the median over its cases of every file.  ``--write`` puts them into
+median seen call; a precision's is the median over its cases of every file of the GPU (the files named
+after it; a GPU no server of was measured takes every file's).  ``--write`` puts them into
 ``predictor/host_calibration.json`` as ``new_gemm_shape_ns`` of every calibrated GPU (as
-``benchmarks.calibration.host`` does when it recalibrates): only H100 servers were measured, so the H200
-borrows the H100's figures.
+``benchmarks.calibration.host`` does when it recalibrates).
 """
 
 from __future__ import annotations
@@ -41,9 +41,10 @@ def case_costs_us(measured: dict) -> dict[str, float]:
     return out
 
 
-def measurements() -> list[Path]:
-    """The measured files, one per machine and size."""
-    return sorted(DATA.glob("*.json"))
+def measurements(gpu: str = "") -> list[Path]:
+    """The measured files, one per machine and size: ``gpu``'s (every file where none is), or every one."""
+    every = sorted(DATA.glob("*.json"))
+    return [p for p in every if p.name.startswith(f"{gpu}-")] or every
 
 
 def new_shape_ns(files: Sequence[Path] | None = None) -> dict[str, float]:
@@ -63,10 +64,11 @@ def main() -> int:
     for path in files:
         costs = case_costs_us(json.loads(path.read_text()))
         print(f"{path.name:40s} " + "  ".join(f"{case} {us:6.0f} us" for case, us in costs.items()))
-    costs = new_shape_ns(files)
-    print("new GEMM shape, host ns over a seen one: " + ", ".join(f"{p} {ns:.0f}" for p, ns in costs.items()))
+    costs = {gpu: new_shape_ns(measurements(gpu)) for gpu in GPUS}
+    for gpu, ns in costs.items():
+        print(f"{gpu}: new GEMM shape, host ns over a seen one: " + ", ".join(f"{p} {v:.0f}" for p, v in ns.items()))
     if a.write:
-        set_host_values("new_gemm_shape_ns", {gpu: costs for gpu in GPUS})
+        set_host_values("new_gemm_shape_ns", costs)
     return 0
 
 

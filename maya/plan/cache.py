@@ -20,6 +20,10 @@ from typing import Any
 
 import maya
 
+# What a stored run's result.json holds (maya.plan.evaluate.run_result): bump it when its fields change, so
+# that runs stored before are emulated again.  2: DDP's first buckets (firstBucketsBytes).
+RESULT_FORMAT = 2
+
 
 def cache_root() -> Path:
     root = os.environ.get("MAYA_CACHE_DIR")
@@ -39,8 +43,8 @@ def _script_files(argv: Sequence[str], cwd: Path) -> list[Path]:
 
 @lru_cache(maxsize=1)
 def _code_version(library: str) -> str:
-    """Maya's version, its interposer's bytes and the predictor's sources: any change re-emulates."""
-    h = hashlib.sha256(maya.__version__.encode())
+    """Maya's version, its results' format and its interposer's bytes: any change re-emulates."""
+    h = hashlib.sha256(f"{maya.__version__}/{RESULT_FORMAT}".encode())
     lib = Path(library)
     if lib.is_file():
         h.update(lib.read_bytes())

@@ -286,11 +286,18 @@ def fit_node_slowdown(step_s: npt.NDArray[np.float64], measured_s: Sequence[floa
     ``step_s[c, i]``: configuration c's predicted step time with ``NODE_SLOWDOWNS[i]`` (the product's
     prediction: the median over its emulations).  The step times, not the host's: a data-parallel
     step's host waits for the other ranks at every gradient all-reduce, which its own host time
-    counts.  The median over configurations of |log(predicted / measured)| is minimised, as for
-    the single-GPU factors (:func:`fit_host`); a tie goes to the factor nearest 1."""
+    counts.  Minimised: the mean over configurations of |log(predicted / measured)|, each weighted by
+    how much its step follows the factor (its elasticity over the grid): a device-bound configuration
+    says next to nothing about its host's pace, and, weighted as much as a host-bound one, its
+    emulations' noise chose the factor (the H200's of 2026-11-28: 0.825 where the host-bound sizes
+    disagreed by a third).  With equal weights this is the median configuration's factor, as for the
+    single-GPU factors (:func:`fit_host`); a tie goes to the factor nearest 1."""
     if len(measured_s) == 0 or step_s.shape != (len(measured_s), len(NODE_SLOWDOWNS)):
         raise ValueError("need a row of predicted step times (one per node factor) per measured configuration")
-    err = np.median(np.abs(np.log(step_s / np.asarray(measured_s, np.float64)[:, None])), axis=0)
+    logs = np.log(step_s)
+    follows = np.maximum((logs[:, -1] - logs[:, 0]) / math.log(NODE_SLOWDOWNS[-1] / NODE_SLOWDOWNS[0]), 0.0)
+    weights = follows if follows.sum() > 0 else np.ones(len(measured_s))
+    err = weights @ np.abs(logs - np.log(np.asarray(measured_s, np.float64))[:, None]) / weights.sum()
     best = np.flatnonzero(err <= err.min() + 1e-12)
     return float(NODE_SLOWDOWNS[best[np.argmin(np.abs(NODE_SLOWDOWNS[best] - 1.0))]])
 
