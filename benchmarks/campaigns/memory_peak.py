@@ -60,26 +60,26 @@ def live_at_peak(events: list[dict], script: str) -> dict:
         elif e["action"] == "free_completed" and e["addr"] in live:
             now -= live.pop(e["addr"])["size"]
     # the live set at the peak, again (cheaper than copying it at every new peak)
-    live.clear()
-    for e in events[: peak_at + 1]:
+    at: dict[int, int] = {}  # a live block's address -> its alloc event's index
+    for i, e in enumerate(events[: peak_at + 1]):
         if e["action"] == "alloc":
-            live[e["addr"]] = e
+            at[e["addr"]] = i
         elif e["action"] == "free_completed":
-            live.pop(e["addr"], None)
+            at.pop(e["addr"], None)
+    live = {addr: events[i] for addr, i in at.items()}
     groups: dict[str, list[int]] = collections.defaultdict(list)
     for e in live.values():
         groups[site(e.get("frames", []), script)].append(e["size"])
     top = sorted(groups.items(), key=lambda kv: -sum(kv[1]))[:SITES]
-    order = {id(e): i for i, e in enumerate(events[: peak_at + 1])}
-    largest = sorted(live.values(), key=lambda e: -e["size"])[:LARGEST]
+    largest = sorted(at.values(), key=lambda i: -events[i]["size"])[:LARGEST]
     last = events[peak_at] if peak_at >= 0 else {}
     return {"peak_bytes": peak, "peak_event": peak_at, "events": len(events),
             "peak_allocation": {"size": last.get("size"), "site": site(last.get("frames", []), script)},
             "live_blocks": len(live),
             "sites": [{"site": s, "bytes": sum(v), "blocks": len(v),
                        "sizes": [sz for sz, _ in collections.Counter(v).most_common(6)]} for s, v in top],
-            "largest": [{"size": e["size"], "event": order[id(e)], "site": site(e.get("frames", []), script)}
-                        for e in largest]}
+            "largest": [{"size": events[i]["size"], "event": i, "site": site(events[i].get("frames", []), script)}
+                        for i in largest]}
 
 
 def reservations(events: list[dict], script: str) -> dict:

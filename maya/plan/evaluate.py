@@ -106,12 +106,17 @@ def _last_error(log: str) -> str:
     return "\n".join(lines[-8:])[-1500:] or "(no output)"
 
 
+def first_buckets(result: dict[str, Any]) -> int:
+    """How much higher than emulated a real run's peak can be: DDP's first buckets (``firstBucketsBytes``)."""
+    return int(result.get("firstBucketsBytes") or 0)
+
+
 def memory_verdict(result: dict[str, Any], gpu: str, *, emulated_here: bool = False) -> str:
     """``fits``, ``oom`` or ``near`` (emulate on ``gpu`` itself) for a run emulated on ``gpu`` itself
     (``emulated_here``) or on a GPU at least as large.  A run that completed on ``gpu`` itself fits unless
     the runs that still hold DDP's first buckets (``firstBucketsBytes``) need more than it has."""
     usable = usable_bytes(gpu)
-    held = int(result.get("firstBucketsBytes") or 0)
+    held = first_buckets(result)
     if result["status"] == "oom" or result["peakAllocatedBytes"] + held > usable:
         return "oom"
     if emulated_here or result["peakReservedBytes"] + held <= NEAR_CAPACITY * usable:
@@ -122,7 +127,7 @@ def memory_verdict(result: dict[str, Any], gpu: str, *, emulated_here: bool = Fa
 def peak_bytes(result: dict[str, Any]) -> int | None:
     """The peak a real run can reserve: the emulated one, and DDP's first buckets where the watchdog holds them."""
     peak = int(result.get("peakReservedBytes") or 0)
-    return peak + int(result.get("firstBucketsBytes") or 0) if peak else None
+    return peak + first_buckets(result) if peak else None
 
 
 def predict_gpus(folder: Path, gpus: Sequence[str], gpus_per_node: int) -> dict[str, dict[str, Any]]:

@@ -29,6 +29,7 @@ from maya.plan.candidates import Candidate, Program, Skipped, enumerate_candidat
 from maya.plan.evaluate import (
     Outcome,
     architecture,
+    first_buckets,
     median_prediction,
     memory_verdict,
     peak_bytes,
@@ -276,8 +277,7 @@ def _order(c: Candidate) -> tuple[Any, ...]:
 def _oom_reason(r: dict[str, Any], gpu: str, emulated_here: bool) -> str:
     usable = usable_bytes(gpu)
     gib = 2**30
-    need = max(int(r.get("peakAllocatedBytes") or 0) + int(r.get("firstBucketsBytes") or 0),
-               int(r.get("requestBytes") or 0))
+    need = max(int(r.get("peakAllocatedBytes") or 0) + first_buckets(r), int(r.get("requestBytes") or 0))
     where = "" if emulated_here else f" (emulated on {r.get('gpu') or 'a larger GPU'})"
     if r["status"] == "oom" and emulated_here:
         short = int(r.get("shortByBytes") or 0)
@@ -285,7 +285,7 @@ def _oom_reason(r: dict[str, Any], gpu: str, emulated_here: bool) -> str:
     if r["status"] == "oom":
         return f"ran out of memory on a GPU with more memory than {gpu}{where}"
     held = (" in the runs whose NCCL watchdog still holds DDP's first gradient buckets in the second step"
-            if r.get("firstBucketsBytes") else "")
+            if first_buckets(r) else "")
     return (f"needs {need / gib:.2f} GiB{held}, {gpu} has {usable / gib:.2f} GiB: short by "
             f"{(need - usable) / gib:.2f} GiB{where}")
 
