@@ -197,10 +197,14 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
         return rc
 
     def further(k: int) -> Path:
-        if k == 1 and args.repeat is None:  # predict_asked wants more than one: the step follows its host
+        if k == 1 and args.repeat is None and p.host_sensitive:  # predict_asked wants more than one
             print(f"maya predict: the step follows its host {100 * p.sensitivity['host']:.0f}%, and one "
                   "emulation's host delays can run up to twice as slow: emulating once or twice more for the "
                   "median ('--repeat 1' emulates once)", file=sys.stderr)
+        elif args.repeat is None and not p.host_sensitive:  # predict_asked wants another only for a slow phase
+            print("maya predict: the emulating CPU ran Python slowly during the last emulation's steps (one of "
+                  "this machine's slow phases, docs/emulating-machine.md): emulating again in its place",
+                  file=sys.stderr)
         if (rc := emulate(out / f"run{k}")) != 0:
             raise FurtherEmulationFailed(rc)
         return out / f"run{k}"
@@ -235,6 +239,9 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
         print(line)
     if len(p.emulations_s) > 1:
         print(f"  median of {len(p.emulations_s)} emulations: " + ", ".join(f"{s * ms:.2f}" for s in p.emulations_s)
+              + " ms")
+    if p.slow_phase_s:
+        print("  set aside, run in a slow phase of the emulating CPU: " + ", ".join(f"{s * ms:.2f}" for s in p.slow_phase_s)
               + " ms")
     for k, v in p.breakdown.items():
         print(f"  {k.removesuffix('_s').replace('_', ' '):24} {v * ms:9.2f} ms")

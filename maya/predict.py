@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from importlib import resources
@@ -31,7 +31,7 @@ import numpy.typing as npt
 from maya import catalog
 from maya.predictor import estimate
 from maya.predictor.replay.host import HostModel, first_gemm_shapes, host_model, quiet_gap_scales
-from maya.predictor.replay.iterations import trace_steps
+from maya.predictor.replay.iterations import NoIterations, trace_steps
 from maya.predictor.replay.network import Collective, collective_model
 from maya.predictor.replay.sharing import sharing_factors
 from maya.predictor.replay.simulator import RankResult, SimulationError, simulate
@@ -52,6 +52,12 @@ AUTO_REPEAT = 3
 # Two emulations whose step times agree this closely settle the median of three: a third lies between them or
 # outside, and either way the median stays between the two, so it is not run.
 AGREE = 0.01
+# An emulation whose samples of the Python yardstick in its steady steps read this many times slower than the
+# question's quickest reading ran them in one of the emulating CPU's slow phases (maya/_hook/_maya_pace.py): it
+# is set aside and another emulation asked for, SPARE at most beyond those the question wants.
+SLOW_PHASE = 1.25
+SPARE = 2
+MIN_SAMPLES = 3  # samples of the yardstick in the steady steps that say how fast they ran
 
 
 class PredictError(Exception):
@@ -81,6 +87,9 @@ class Prediction:
     device_values: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # per rank, how much higher a real run's peak can be (maya.summary.first_buckets_bytes: DDP's first buckets)
     first_buckets_bytes: list[int] = field(default_factory=list)
+    # per rank, the Python yardstick's median in the steady steps, ns (steady_pace; 0: not read)
+    steady_pace_ns: tuple[int, ...] = ()
+    slow_phase_s: tuple[float, ...] = ()  # the step time of each emulation set aside as run in a slow phase
 
     @property
     def peak_memory_high_bytes(self) -> list[int]:
@@ -130,6 +139,7 @@ class Prediction:
                 "peak_memory_high_bytes": self.peak_memory_high_bytes, "capacity_bytes": self.capacity_bytes, "fits": self.fits, "confidence": self.confidence,
                 "step_time_low_s": low, "step_time_high_s": high,
                 "emulations_step_time_s": list(self.emulations_s or (self.step_time_s,)),
+                "emulations_slow_phase_step_time_s": list(self.slow_phase_s),
                 "sensitivity": self.sensitivity,
                 "collective_models": self.collective_models, "approximated": self.approximated,
                 "device_values": self.device_values}
@@ -298,7 +308,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
                       g.memory_bytes - g.reserved_bytes, {k: v / total for k, v in sorted(job.weights.items())},
                       collective_models=collective_models, approximated=approximated, sensitivity=sensitivity,
                       device_values=_rank0(job.summary).get("device_values") or {},
-                      first_buckets_bytes=_first_buckets(job.summary, traces))
+                      first_buckets_bytes=_first_buckets(job.summary, traces), steady_pace_ns=_paces(folder, traces))
 
 
 def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | None = None,
@@ -319,6 +329,17 @@ def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | No
     return replace(best, emulations_s=tuple(p.step_time_s for p, _ in runs))
 
 
+def slow_phase(p: Prediction, quickest: float | None) -> bool:
+    """Whether a rank's samples of the Python yardstick in its steady steps read ``SLOW_PHASE`` times slower than
+    ``quickest`` (the question's quickest reading): its steady steps ran in one of the CPU's slow phases."""
+    return quickest is not None and any(ns > SLOW_PHASE * quickest for ns in p.steady_pace_ns)
+
+
+def quickest_pace(predictions: Iterable[Prediction]) -> float | None:
+    """The quickest steady steps' reading of the Python yardstick in any rank of these emulations; None: none."""
+    return min((ns for p in predictions for ns in p.steady_pace_ns if ns > 0), default=None)
+
+
 def emulations_wanted(host_sensitivity: float, repeat: int | None = None) -> int:
     """How many emulations a question asks for at most: ``repeat`` where given, else ``AUTO_REPEAT`` for a step
     that follows its host ``HOST_SENSITIVE`` or more and one for the others."""
@@ -336,19 +357,34 @@ def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repe
     """``maya predict``'s answer from the emulation in ``first`` (``known``: its prediction, made already):
     from ``repeat`` emulations where given; else from this one where the step follows its host less than
     ``HOST_SENSITIVE``, and otherwise from the median of up to ``AUTO_REPEAT``, stopping at two that agree
-    within ``AGREE``.  ``further(k)`` makes the k-th further emulation and returns its folder (it raises to
-    stop the question)."""
+    within ``AGREE``.  Without ``repeat``, an emulation that ran in one of the emulating CPU's slow phases
+    (:func:`slow_phase`) does not count, and another is made in its place (``SPARE`` at most; where every one
+    ran slow, all are kept).  ``further(k)`` makes the k-th further emulation and returns its folder (it
+    raises to stop the question)."""
     p = known or predict_folder(first, gpu, gpus_per_node=gpus_per_node, timeline=timeline)
-    runs, folders = {first: p}, [first]
-    for k in range(1, emulations_wanted(p.sensitivity.get("host", 0.0), repeat)):
-        folders.append(folder := further(k))
-        if repeat is None:
-            runs[folder] = predict_folder(folder, gpu, gpus_per_node=gpus_per_node)
-            if agree([runs[f].step_time_s for f in folders]):
-                break
-    if len(folders) == 1:
+    wanted = emulations_wanted(p.sensitivity.get("host", 0.0), repeat)
+    if repeat is not None:
+        folders = [first, *(further(k) for k in range(1, repeat))]
+        return p if repeat == 1 else predict_median(folders, gpu, gpus_per_node=gpus_per_node, timeline=timeline,
+                                                    known={first: p})
+    runs = {first: p}
+
+    def calm() -> list[Path]:
+        quickest = quickest_pace(runs.values())
+        return [f for f, run in runs.items() if not slow_phase(run, quickest)]
+
+    while not (len(kept := calm()) >= wanted or agree([runs[f].step_time_s for f in kept])
+               or len(runs) >= wanted + SPARE):
+        folder = further(len(runs))
+        runs[folder] = predict_folder(folder, gpu, gpus_per_node=gpus_per_node)
+    kept = calm() or list(runs)
+    if len(runs) == 1:
         return p
-    return predict_median(folders, gpu, gpus_per_node=gpus_per_node, timeline=timeline, known=runs)
+    slow = tuple(run.step_time_s for f, run in runs.items() if f not in kept)
+    if kept == [first]:
+        return replace(p, emulations_s=(p.step_time_s,), slow_phase_s=slow)
+    return replace(predict_median(kept, gpu, gpus_per_node=gpus_per_node, timeline=timeline, known=runs),
+                   slow_phase_s=slow)
 
 
 _LOADED: dict[str, estimate.Estimators] = {}
@@ -368,6 +404,32 @@ def _estimators(gpu: str) -> estimate.Estimators:
 
 def _rank0(summary: dict[str, Any]) -> dict[str, Any]:
     return next((r for r in summary.get("ranks", []) if r.get("rank") == 0), {})
+
+
+def steady_pace(trace: Trace, samples: Sequence[Sequence[int]]) -> int:
+    """The median of the Python yardstick's ``samples`` ([trace clock ns, chunk ns], maya/_hook/_maya_pace.py)
+    taken during the rank's steady steps; 0 where fewer than ``MIN_SAMPLES`` fell there."""
+    try:
+        steps, records = trace_steps(trace)
+    except NoIterations:
+        return 0
+    t = trace.records["t_ns"]
+    lo, hi = int(t[records[steps.starts[0]]]), int(t[records[steps.starts[-1] + steps.period - 1]])
+    inside = sorted(int(ns) for at, ns in samples if lo <= at <= hi)
+    return inside[len(inside) // 2] if len(inside) >= MIN_SAMPLES else 0
+
+
+def _paces(folder: Path, traces: list[Trace]) -> tuple[int, ...]:
+    """Per rank, :func:`steady_pace` of the samples in its torch report (0: none)."""
+    paces = []
+    for trace in traces:
+        path = folder / f"rank{int(trace.header['rank'])}.torch.json"
+        try:
+            samples = (json.loads(path.read_text()).get("cpu_pace") or {}).get("samples") or ()
+        except (OSError, ValueError, AttributeError):
+            samples = ()
+        paces.append(steady_pace(trace, samples) if samples else 0)
+    return tuple(paces)
 
 
 def _first_buckets(summary: dict[str, Any], traces: list[Trace]) -> list[int]:

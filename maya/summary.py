@@ -250,6 +250,8 @@ def summarize(out: Path, *, gpu: dict[str, Any], exit_code: int | None, command:
                 entry["exception"] = report["exception"]
             if report.get("device_values") is not None:  # the start-up hook's (maya/_hook/_maya_device_values.py)
                 entry["device_values"] = report["device_values"]
+            if report.get("cpu_pace"):  # the Python yardstick, sampled (maya/_hook/_maya_pace.py)
+                entry["cpu_pace_samples"] = len(report["cpu_pace"].get("samples") or ())
         if entry["peak_reserved_bytes"] is None and files["trace"]:
             entry["peak_reserved_bytes"] = reserved
         else:

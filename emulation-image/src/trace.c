@@ -188,6 +188,9 @@ static void pause_clock(int begin, int kind) {
 
 MAYA_EXPORT void maya_gc_pause(int begin) { pause_clock(begin, PAUSE_GC); }
 MAYA_EXPORT void maya_hook_pause(int begin) { pause_clock(begin, PAUSE_HOOK); }
+/* The trace clock, for the start-up hook's samples of the CPU's pace (maya/_hook/_maya_pace.py): the
+ * replay finds which of them fell in the steady steps by the records' times. */
+MAYA_EXPORT uint64_t maya_trace_now_ns(void) { return maya_now_ns(); }
 
 /* The end of a recorded call that started at trace time t0: where the next host delay starts. */
 static void call_ended(uint64_t t0) {

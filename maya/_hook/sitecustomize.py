@@ -113,6 +113,7 @@ def _write() -> None:
             "exception": _state["exception"],
             "devices": devices,
             "device_values": values.report() if values is not None else None,
+            "cpu_pace": _pace_report(),
         }
         os.makedirs(out_dir, exist_ok=True)
         path = os.path.join(out_dir, f"rank{rank}.torch.json")
@@ -124,6 +125,34 @@ def _write() -> None:
         os.replace(tmp, path)
     except Exception as e:  # never turn a finished program into a failing one
         print(f"maya: could not write the torch report: {e!r}", file=sys.stderr)
+
+
+def _pace() -> None:
+    """Under the emulating interposer, the Python yardstick of ``_maya_pace`` sampled while the program runs."""
+    pause, now = _emulating_export("maya_hook_pause"), _emulating_export("maya_trace_now_ns")
+    if pause is None or now is None or not os.environ.get("MAYA_TRACE_DIR"):
+        return
+    try:
+        import _maya_pace
+
+        _state["pace"] = _maya_pace.Sampler(pause, now, _cuda_started)
+    except Exception as e:  # the program runs on unsampled
+        print(f"maya: could not sample the CPU's pace: {e!r}", file=sys.stderr)
+
+
+def _cuda_started() -> bool:
+    """Whether the program has started CUDA: only such a process's pace is read (not torchrun's agent's)."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    return bool(cuda is not None and cuda.is_initialized())
+
+
+def _pace_report():  # type: ignore[no-untyped-def]
+    """The yardstick's samples ([trace clock ns, chunk ns]); None: not sampled."""
+    sampler = _state.get("pace")
+    if sampler is None:
+        return None
+    return {"samples": list(sampler.samples)}
 
 
 def _pin() -> None:
@@ -228,6 +257,7 @@ def _watch_triton_kernels() -> None:
 
 _chain()
 _pin()
+_pace()
 _bracket_collections()
 _watch_device_values()
 _watch_triton_kernels()

@@ -1,0 +1,118 @@
+"""An emulation whose samples of the Python yardstick in its steady steps read slow ran them in one of the
+emulating CPU's slow phases: ``maya predict`` sets it aside and emulates again (maya/_hook/_maya_pace.py)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from emulated import requires_library, run_emulated
+from loops import loop_trace
+
+from maya import predict
+from maya.predict import SPARE, Prediction, predict_asked, quickest_pace, slow_phase, steady_pace
+from maya.predictor.replay.iterations import trace_steps
+from maya.predictor.trace import read_trace
+
+FAST = 300_000
+
+
+def run(step_s: float, paces: list[int], host: float = 0.8) -> Prediction:
+    return Prediction("H100-SXM-80GB", step_s, (step_s,), {}, [1], 2, {}, sensitivity={"host": host},
+                      steady_pace_ns=tuple(paces))
+
+
+def ask(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, runs: list[Prediction], **kw):  # type: ignore[no-untyped-def]
+    """predict_asked over ``runs`` in order; returns its answer and how many it emulated."""
+    folders = [tmp_path / f"e{k}" for k in range(len(runs))]
+    by_folder = dict(zip(folders, runs, strict=True))
+    made = [folders[0]]
+
+    def further(k: int) -> Path:
+        made.append(folders[k])
+        return folders[k]
+
+    monkeypatch.setattr(predict, "predict_folder", lambda folder, gpu, **_: by_folder[folder])
+    return predict_asked(folders[0], "H100-SXM-80GB", further, known=runs[0], **kw), len(made)
+
+
+def test_a_rank_whose_steady_steps_read_slow_marks_the_emulation():
+    calm = run(0.1, [FAST, int(1.2 * FAST)])
+    slow = run(0.13, [FAST, int(1.3 * FAST)])  # rank 1's steady steps ran slow
+    assert quickest_pace([calm, slow]) == FAST
+    assert not slow_phase(calm, FAST) and slow_phase(slow, FAST)
+    assert not slow_phase(run(0.1, [0]), FAST) and not slow_phase(slow, None)  # not read: nothing to judge
+    assert quickest_pace([run(0.1, [0])]) is None
+
+
+def test_only_the_samples_in_the_steady_steps_count(tmp_path):
+    trace = read_trace(loop_trace(tmp_path / "rank0.mayatrace", steps=8))
+    steps, records = trace_steps(trace)
+    t = trace.records["t_ns"]
+    lo, hi = int(t[records[steps.starts[0]]]), int(t[records[steps.starts[-1] + steps.period - 1]])
+    before, inside, after = [[lo - 10, 9_000_000]], [[lo, 1], [(lo + hi) // 2, 5], [hi, 3]], [[hi + 10, 9_000_000]]
+    assert steady_pace(trace, before + inside + after) == 3
+    assert steady_pace(trace, before + inside[:2] + after) == 0  # too few to say
+
+
+def test_a_host_bound_step_takes_its_median_from_the_calm_emulations(monkeypatch, tmp_path):
+    runs = [run(0.100, [FAST]), run(0.130, [2 * FAST]), run(0.1005, [FAST])]
+    p, made = ask(monkeypatch, tmp_path, runs)
+    # The second is set aside; the third agrees with the first within 1%: two agreeing calm ones settle it.
+    assert made == 3 and p.emulations_s == (0.100, 0.1005) and p.slow_phase_s == (0.130,)
+    assert p.step_time_s == 0.100
+    # Without the yardstick's readings, the same emulations give the median of all three.
+    p, made = ask(monkeypatch, tmp_path, [run(r.step_time_s, [0]) for r in runs])
+    assert made == 3 and p.step_time_s == 0.1005 and p.slow_phase_s == ()
+
+
+def test_a_first_emulation_in_a_slow_phase_is_found_by_the_later_ones(monkeypatch, tmp_path):
+    runs = [run(0.13, [2 * FAST]), run(0.100, [FAST]), run(0.102, [FAST]), run(0.101, [FAST])]
+    p, made = ask(monkeypatch, tmp_path, runs)
+    assert made == 4 and p.slow_phase_s == (0.13,) and p.step_time_s == 0.101
+
+
+def test_when_the_slow_ones_keep_coming_no_more_than_the_spares_are_made(monkeypatch, tmp_path):
+    runs = [run(0.100, [FAST])] + [run(0.12 + k / 100, [2 * FAST]) for k in range(5)]
+    p, made = ask(monkeypatch, tmp_path, runs)
+    assert made == 3 + SPARE  # AUTO_REPEAT wanted, SPARE more in place of slow ones
+    assert p.emulations_s == (0.100,) and len(p.slow_phase_s) == 4
+    # A machine that reads slow throughout (a loaded one): none is slower than the others, none set aside.
+    p, made = ask(monkeypatch, tmp_path, [run(0.12 + k / 100, [3 * FAST]) for k in range(5)])
+    assert made == 3 and p.slow_phase_s == () and p.step_time_s == 0.13
+
+
+def test_a_device_bound_step_is_emulated_once(monkeypatch, tmp_path):
+    p, made = ask(monkeypatch, tmp_path, [run(0.1, [2 * FAST], host=0.05), run(0.09, [FAST], host=0.05)])
+    assert made == 1 and p.step_time_s == 0.1
+
+
+def test_repeat_takes_the_emulations_asked_for(monkeypatch, tmp_path):
+    runs = [run(0.1, [FAST]), run(0.2, [3 * FAST]), run(0.11, [FAST])]
+    p, made = ask(monkeypatch, tmp_path, runs, repeat=3)
+    assert made == 3 and p.step_time_s == 0.11 and p.slow_phase_s == ()
+
+
+@requires_library
+def test_the_start_up_hook_samples_the_yardstick_in_the_steady_steps(tmp_path):
+    """Under the emulating interposer the hook's thread samples the yardstick every 40 ms, stamped with the trace
+    clock and left out of it (counted in ``hook_seconds``), and the prediction finds the samples of the steady
+    steps."""
+    script = """
+import time, torch
+x = torch.ones(4, device="cuda")
+for _ in range(25):
+    t = time.thread_time()
+    while time.thread_time() - t < 0.012:  # the step's host work
+        pass
+    x.add_(1)
+    torch.cuda.synchronize()
+"""
+    r = run_emulated(script, tmp_path)
+    assert r.returncode == 0, r.output
+    samples = json.loads((r.out_dir / "rank0.torch.json").read_text())["cpu_pace"]["samples"]
+    assert r.rank0["cpu_pace_samples"] == len(samples) >= 5
+    times = [at for at, _ in samples]
+    trace = read_trace(r.trace_path())
+    assert times == sorted(times) and int(trace.records["t_ns"][0]) <= times[0]
+    assert 0 < r.rank0["hook_seconds"] < 0.05 * r.rank0["host_seconds"]
+    assert steady_pace(trace, samples) > 0
