@@ -90,6 +90,7 @@ class Prediction:
     # per rank, the Python yardstick's median in the steady steps, ns (steady_pace; 0: not read)
     steady_pace_ns: tuple[int, ...] = ()
     slow_phase_s: tuple[float, ...] = ()  # the step time of each emulation set aside as run in a slow phase
+    host_probe_ns: float | None = None  # the emulating CPU's probe reading the host delays were scaled by
 
     @property
     def peak_memory_high_bytes(self) -> list[int]:
@@ -273,12 +274,17 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
 
 
 def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,
-                   timeline: Path | None = None, host: HostModel | None = None) -> Prediction:
+                   timeline: Path | None = None, host: HostModel | None = None,
+                   probe_ns: float | None = None) -> Prediction:
     """Predict from the traces in ``folder`` (an emulated run; or, with ``oracle``, a recorded one).
 
     ``host``: the server's host model (default: the GPU's calibrated one; with ``oracle``, the
-    recorded host delays and call durations as they are, which were measured on the server)."""
+    recorded host delays and call durations as they are, which were measured on the server).
+    ``probe_ns``: the emulating CPU's probe reading to take in place of the run's own (another run's on the
+    same machine: :func:`predict_asked`)."""
     job = prepare(folder, gpu, gpus_per_node=gpus_per_node, oracle=oracle)
+    if probe_ns is not None:
+        job.summary["host_probe_ns"] = probe_ns
     g, traces = job.gpu, job.traces
     if host is None:
         host = host_model(g.name).as_recorded() if oracle else host_model(g.name, ranks=world_size(traces))
@@ -308,12 +314,13 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
                       g.memory_bytes - g.reserved_bytes, {k: v / total for k, v in sorted(job.weights.items())},
                       collective_models=collective_models, approximated=approximated, sensitivity=sensitivity,
                       device_values=_rank0(job.summary).get("device_values") or {},
-                      first_buckets_bytes=_first_buckets(job.summary, traces), steady_pace_ns=_paces(folder, traces))
+                      first_buckets_bytes=_first_buckets(job.summary, traces), steady_pace_ns=_paces(folder, traces),
+                      host_probe_ns=job.host_probe_ns)
 
 
 def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | None = None,
                    timeline: Path | None = None, host: HostModel | None = None,
-                   known: dict[Path, Prediction] | None = None) -> Prediction:
+                   known: dict[Path, Prediction] | None = None, probe_ns: float | None = None) -> Prediction:
     """The prediction of median step time over several emulations of one job (the lower of the
     two middle ones for an even count; its timeline written), with each one's step time in
     ``emulations_s`` (``known``: folders already predicted).  Why: one emulating process in a few
@@ -322,10 +329,12 @@ def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | No
     if not folders:
         raise PredictError("no emulation to predict from")
     known = known or {}
-    runs = [(known.get(f) or predict_folder(f, gpu, gpus_per_node=gpus_per_node, host=host), f) for f in folders]
+    runs = [(known.get(f) or predict_folder(f, gpu, gpus_per_node=gpus_per_node, host=host, probe_ns=probe_ns), f)
+            for f in folders]
     best, folder = sorted(runs, key=lambda run: run[0].step_time_s)[(len(runs) - 1) // 2]
     if timeline is not None:
-        best = predict_folder(folder, gpu, gpus_per_node=gpus_per_node, host=host, timeline=timeline)
+        best = predict_folder(folder, gpu, gpus_per_node=gpus_per_node, host=host, timeline=timeline,
+                              probe_ns=probe_ns)
     return replace(best, emulations_s=tuple(p.step_time_s for p, _ in runs))
 
 
@@ -359,32 +368,40 @@ def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repe
     ``HOST_SENSITIVE``, and otherwise from the median of up to ``AUTO_REPEAT``, stopping at two that agree
     within ``AGREE``.  Without ``repeat``, an emulation that ran in one of the emulating CPU's slow phases
     (:func:`slow_phase`) does not count, and another is made in its place (``SPARE`` at most; where every one
-    ran slow, all are kept).  ``further(k)`` makes the k-th further emulation and returns its folder (it
-    raises to stop the question)."""
+    ran slow, all are kept).  Several emulations are replayed with the quickest of their probe readings.
+    ``further(k)`` makes the k-th further emulation and returns its folder (it raises to stop the question)."""
     p = known or predict_folder(first, gpu, gpus_per_node=gpus_per_node, timeline=timeline)
     wanted = emulations_wanted(p.sensitivity.get("host", 0.0), repeat)
-    if repeat is not None:
-        folders = [first, *(further(k) for k in range(1, repeat))]
-        return p if repeat == 1 else predict_median(folders, gpu, gpus_per_node=gpus_per_node, timeline=timeline,
-                                                    known={first: p})
     runs = {first: p}
 
     def calm() -> list[Path]:
         quickest = quickest_pace(runs.values())
-        return [f for f, run in runs.items() if not slow_phase(run, quickest)]
+        return [f for f, run in runs.items() if not slow_phase(run, quickest) or repeat is not None]
 
-    while not (len(kept := calm()) >= wanted or agree([runs[f].step_time_s for f in kept])
-               or len(runs) >= wanted + SPARE):
+    def on_quickest_probe() -> float | None:
+        """Every emulation replayed with the question's quickest probe reading: one CPU ran them minutes apart,
+        and a reading only ever adds a disturbance to its speed (a probe timed in a slow phase reads up to 1.7
+        times slow and would shrink its emulation's delays by as much)."""
+        probe = min((r.host_probe_ns for r in runs.values() if r.host_probe_ns), default=None)
+        for f, run in runs.items():
+            if probe and run.host_probe_ns and run.host_probe_ns > probe:
+                runs[f] = predict_folder(f, gpu, gpus_per_node=gpus_per_node, probe_ns=probe)
+        return probe
+
+    while True:
+        probe = on_quickest_probe()
+        kept = calm()
+        if len(kept) >= wanted or len(runs) >= wanted + SPARE or (repeat is None and agree(
+                [runs[f].step_time_s for f in kept])):
+            break
         folder = further(len(runs))
         runs[folder] = predict_folder(folder, gpu, gpus_per_node=gpus_per_node)
-    kept = calm() or list(runs)
     if len(runs) == 1:
         return p
+    kept = kept or list(runs)
     slow = tuple(run.step_time_s for f, run in runs.items() if f not in kept)
-    if kept == [first]:
-        return replace(p, emulations_s=(p.step_time_s,), slow_phase_s=slow)
-    return replace(predict_median(kept, gpu, gpus_per_node=gpus_per_node, timeline=timeline, known=runs),
-                   slow_phase_s=slow)
+    return replace(predict_median(kept, gpu, gpus_per_node=gpus_per_node, timeline=timeline, known=runs,
+                                  probe_ns=probe), slow_phase_s=slow)
 
 
 _LOADED: dict[str, estimate.Estimators] = {}

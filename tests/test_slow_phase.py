@@ -2,6 +2,7 @@
 emulating CPU's slow phases: ``maya predict`` sets it aside and emulates again (maya/_hook/_maya_pace.py)."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,24 @@ for _ in range(25):
     assert times == sorted(times) and int(trace.records["t_ns"][0]) <= times[0]
     assert 0 < r.rank0["hook_seconds"] < 0.05 * r.rank0["host_seconds"]
     assert steady_pace(trace, samples) > 0
+
+
+def test_a_questions_emulations_are_replayed_with_its_quickest_probe(monkeypatch, tmp_path):
+    """A probe timed in a slow phase reads slow and would shrink its emulation's delays: the question's
+    emulations, one machine's minutes apart, are all replayed with the quickest reading."""
+    folders = [tmp_path / "e0", tmp_path / "e1", tmp_path / "e2"]
+    own = {folders[0]: 700_000.0, folders[1]: 1_100_000.0, folders[2]: 650_000.0}
+    step = {folders[0]: 0.1, folders[1]: 0.12, folders[2]: 0.1}
+    replayed = []
+
+    def predict_one(folder, gpu, probe_ns=None, **_):
+        probe = probe_ns or own[folder]
+        replayed.append((folder.name, probe))
+        return replace(run(step[folder] * 700_000 / probe, [FAST]), host_probe_ns=probe)
+
+    monkeypatch.setattr(predict, "predict_folder", predict_one)
+    it = iter(folders[1:])
+    p = predict_asked(folders[0], "H100-SXM-80GB", lambda k: next(it))
+    assert ("e1", 650_000.0) in replayed and ("e0", 650_000.0) in replayed
+    assert p.host_probe_ns == 650_000.0
+    assert sorted(p.emulations_s) == pytest.approx([0.1 * 700 / 650, 0.1 * 700 / 650, 0.12 * 700 / 650])
