@@ -320,7 +320,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
 
 def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | None = None,
                    timeline: Path | None = None, host: HostModel | None = None,
-                   known: dict[Path, Prediction] | None = None, probe_ns: float | None = None) -> Prediction:
+                   known: dict[Path, Prediction] | None = None) -> Prediction:
     """The prediction of median step time over several emulations of one job (the lower of the
     two middle ones for an even count; its timeline written), with each one's step time in
     ``emulations_s`` (``known``: folders already predicted).  Why: one emulating process in a few
@@ -329,12 +329,11 @@ def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | No
     if not folders:
         raise PredictError("no emulation to predict from")
     known = known or {}
-    runs = [(known.get(f) or predict_folder(f, gpu, gpus_per_node=gpus_per_node, host=host, probe_ns=probe_ns), f)
-            for f in folders]
+    runs = [(known.get(f) or predict_folder(f, gpu, gpus_per_node=gpus_per_node, host=host), f) for f in folders]
     best, folder = sorted(runs, key=lambda run: run[0].step_time_s)[(len(runs) - 1) // 2]
     if timeline is not None:
         best = predict_folder(folder, gpu, gpus_per_node=gpus_per_node, host=host, timeline=timeline,
-                              probe_ns=probe_ns)
+                              probe_ns=best.host_probe_ns)
     return replace(best, emulations_s=tuple(p.step_time_s for p, _ in runs))
 
 
@@ -368,7 +367,7 @@ def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repe
     ``HOST_SENSITIVE``, and otherwise from the median of up to ``AUTO_REPEAT``, stopping at two that agree
     within ``AGREE``.  Without ``repeat``, an emulation that ran in one of the emulating CPU's slow phases
     (:func:`slow_phase`) does not count, and another is made in its place (``SPARE`` at most; where every one
-    ran slow, all are kept).  Several emulations are replayed with the quickest of their probe readings.
+    ran slow, all are kept), and one whose probe read slow is replayed with the others' middle reading.
     ``further(k)`` makes the k-th further emulation and returns its folder (it raises to stop the question)."""
     p = known or predict_folder(first, gpu, gpus_per_node=gpus_per_node, timeline=timeline)
     wanted = emulations_wanted(p.sensitivity.get("host", 0.0), repeat)
@@ -378,18 +377,18 @@ def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repe
         quickest = quickest_pace(runs.values())
         return [f for f, run in runs.items() if not slow_phase(run, quickest) or repeat is not None]
 
-    def on_quickest_probe() -> float | None:
-        """Every emulation replayed with the question's quickest probe reading: one CPU ran them minutes apart,
-        and a reading only ever adds a disturbance to its speed (a probe timed in a slow phase reads up to 1.7
-        times slow and would shrink its emulation's delays by as much)."""
-        probe = min((r.host_probe_ns for r in runs.values() if r.host_probe_ns), default=None)
+    def steady_probes() -> None:
+        """An emulation whose probe read ``SLOW_PHASE`` times the question's quickest reading was probed in a slow
+        phase (a probe there reads up to 1.7 times slow, and would shrink its emulation's delays by as much):
+        it is replayed with the middle reading of the others, the same machine's minutes apart."""
+        readings = sorted(r.host_probe_ns for r in runs.values() if r.host_probe_ns)
+        calm = [ns for ns in readings if ns <= SLOW_PHASE * readings[0]]
         for f, run in runs.items():
-            if probe and run.host_probe_ns and run.host_probe_ns > probe:
-                runs[f] = predict_folder(f, gpu, gpus_per_node=gpus_per_node, probe_ns=probe)
-        return probe
+            if run.host_probe_ns and run.host_probe_ns > SLOW_PHASE * readings[0]:
+                runs[f] = predict_folder(f, gpu, gpus_per_node=gpus_per_node, probe_ns=calm[(len(calm) - 1) // 2])
 
     while True:
-        probe = on_quickest_probe()
+        steady_probes()
         kept = calm()
         if len(kept) >= wanted or len(runs) >= wanted + SPARE or (repeat is None and agree(
                 [runs[f].step_time_s for f in kept])):
@@ -400,8 +399,8 @@ def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repe
         return p
     kept = kept or list(runs)
     slow = tuple(run.step_time_s for f, run in runs.items() if f not in kept)
-    return replace(predict_median(kept, gpu, gpus_per_node=gpus_per_node, timeline=timeline, known=runs,
-                                  probe_ns=probe), slow_phase_s=slow)
+    return replace(predict_median(kept, gpu, gpus_per_node=gpus_per_node, timeline=timeline, known=runs),
+                   slow_phase_s=slow)
 
 
 _LOADED: dict[str, estimate.Estimators] = {}
