@@ -3,8 +3,9 @@
 Times, in one process pinned to one CPU, three yardsticks one after the other
 for ``--seconds``: the start-up hook's Python yardstick
 (``maya/_hook/_maya_pace.py``), and two loops of C that Python merely calls
-(``zlib.crc32`` and ``hashlib.sha256`` over 256 KB), each by the thread's CPU
-time.  Over windows of ``--window`` rounds, each yardstick's median is
+(``zlib.crc32``, a table walk that streams the buffer through the L2
+cache, and ``hashlib.sha256``, the CPU's SHA instructions, over 256 KB), each
+by the thread's CPU time.  Over windows of ``--window`` rounds, each yardstick's median is
 divided by its quickest window's: a CPU whose Python runs slower for seconds
 at a time shows windows near 1 and windows well above, and whether the C
 loops follow says whether a yardstick of C (the interposer's) could stand for

@@ -1,8 +1,9 @@
 """Whether setting aside emulations run in a slow phase of the emulating CPU, and one probe reading, make answers agree.
 
-The emulating machines' virtual CPUs run Python up to 1.7 times slower for
-seconds at a time (``maya/_hook/_maya_pace.py``), and an emulation whose
-steps fall in such a phase predicts a host-bound step 20-40% long.  Each
+The emulating machines' virtual CPUs run Python up to twice as slow in
+phases (``maya/_hook/_maya_pace.py``), and an emulation whose steady steps
+fall in one predicts a host-bound step 20-50% long; a probe timed in one
+reads slow and shrinks its emulation's delays by as much.  Each
 question is emulated ``--emulations`` times in a row (held-out workloads, as
 ``benchmarks.held_out.accuracy`` emulates them, on an H100), and the same
 emulations are answered with :func:`maya.predict.predict_asked` at its

@@ -1,21 +1,22 @@
 """How fast this CPU runs Python while the job runs: the emulating CPU's pace, sampled.
 
-The emulating machines' virtual CPUs run the interpreter up to 1.7 times
-slower for stretches of a fraction of a second to many seconds, with no
-steal time and no other process of theirs running, while loops of C slow by a
-few percent (``benchmarks/python_phases.py``).  A job's host delays are the
-interpreter's and torch's dispatcher's, so the steps that fall in such a
-phase are slow, and an emulation whose steady steps all do predicts a
-host-bound step 20-50% long while the probe, timed in another process
-before it, reads as usual.  Nothing in C follows it, so under the emulating
-interposer the start-up hook samples a yardstick of plain Python from a
-thread of the job's process, every ``INTERVAL_S`` once the program has
-started CUDA (:class:`Sampler`), each sample stamped with the trace clock and
-left out of it, as the hook's other work is.  The prediction takes the median
-of the samples that fell in each rank's steady steps
-(:func:`maya.predict.steady_pace`).  A sample is taken just after the thread
-wakes, among the job's own work: a reading taken otherwise (in a loop of its
-own, as a process starts) reads 15-25% quicker and is no reference for them.
+The emulating machines' virtual CPUs run the interpreter up to twice as
+slow in phases from tens of milliseconds to many seconds long, with no steal
+time and no other process of theirs running; C code that streams through the
+L2 cache slows as much, C code that stays in the L1 cache or the arithmetic
+units a few percent (``benchmarks/python_phases.py``).  A job's host delays
+are the interpreter's and torch's dispatcher's, so the steps that fall in
+such a phase are slow, and an emulation whose steady steps all do predicts a
+host-bound step 20-50% long while the probe, timed in another process before
+it, reads as usual.  Under the emulating interposer the start-up hook
+samples a yardstick of plain Python from a thread of the job's process,
+every ``INTERVAL_S`` once the program has started CUDA (:class:`Sampler`),
+each sample stamped with the trace clock and left out of it, as the hook's
+other work is.  The prediction takes the median of the samples that fell in
+each rank's steady steps (:func:`maya.predict.steady_pace`).  A sample is
+taken just after the thread wakes, among the job's own work: a reading taken
+otherwise (in a loop of its own, as a process starts) reads 15-25% quicker
+and is no reference for them.
 
 The yardstick is a dict's stores and lookups and integer arithmetic (the
 interpreter's own work), timed by the thread's CPU time as the trace clock
