@@ -45,8 +45,7 @@ _RANK_FILE = re.compile(r"rank(\d+)\.mayatrace$")
 NUDGE = 0.1  # the relative change by which the step's sensitivity to its host and its estimates is read
 HOST_BOUND = 0.5  # a step that follows its host this much differs between GPU servers' hosts (docs/accuracy.md)
 # A step that follows its host this much moves by more than a few percent with one emulating process's
-# noise, which no reading inside the process follows: maya predict emulates it AUTO_REPEAT times and keeps
-# the median (docs/emulating-machine.md).
+# noise: maya predict emulates it AUTO_REPEAT times and keeps the median (docs/emulating-machine.md).
 HOST_SENSITIVE = 0.1
 AUTO_REPEAT = 3
 # Two emulations whose step times agree this closely settle the median of three: a third lies between them or
@@ -324,8 +323,8 @@ def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | No
     """The prediction of median step time over several emulations of one job (the lower of the
     two middle ones for an even count; its timeline written), with each one's step time in
     ``emulations_s`` (``known``: folders already predicted).  Why: one emulating process in a few
-    runs every host delay of the job 20-90% slow while the probe before it reads as usual, and
-    nothing measured inside it follows that (docs/emulating-machine.md)."""
+    runs every host delay of the job 20-90% slow while the probe before it reads as usual
+    (docs/emulating-machine.md)."""
     if not folders:
         raise PredictError("no emulation to predict from")
     known = known or {}
