@@ -174,7 +174,15 @@ def _repeat(text: str) -> int:
 def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     import tempfile
 
-    from maya.predict import AGREE, FurtherEmulationFailed, PredictError, predict_asked, predict_folder
+    from maya.predict import (
+        AGREE,
+        AUTO_REPEAT,
+        FurtherEmulationFailed,
+        PredictError,
+        agree,
+        predict_asked,
+        predict_folder,
+    )
     from maya.summary import device_value_lines
 
     if (args.source is None) == (not command):
@@ -197,14 +205,13 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
         return rc
 
     def further(k: int) -> Path:
-        if k == 1 and args.repeat is None and p.host_sensitive:  # predict_asked wants more than one
+        if k == 1 and args.repeat is None:  # predict_asked wants more than one: the step follows its host
             print(f"maya predict: the step follows its host {100 * p.sensitivity['host']:.0f}%, and one "
                   "emulation's host delays can run up to twice as slow: emulating once or twice more for the "
                   "median ('--repeat 1' emulates once)", file=sys.stderr)
-        elif args.repeat is None and not p.host_sensitive:  # predict_asked wants another only for a slow phase
-            print("maya predict: the emulating CPU ran Python slowly during the last emulation's steps (one of "
-                  "this machine's slow phases, docs/emulating-machine.md): emulating again in its place",
-                  file=sys.stderr)
+        elif k >= AUTO_REPEAT and args.repeat is None:  # only in place of one run in a slow phase
+            print("maya predict: an emulation ran its steps in a slow phase of the emulating CPU "
+                  "(docs/emulating-machine.md): emulating again in its place", file=sys.stderr)
         if (rc := emulate(out / f"run{k}")) != 0:
             raise FurtherEmulationFailed(rc)
         return out / f"run{k}"
@@ -218,7 +225,7 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
         if args.source is None:
             p = predict_asked(out, args.gpu, further, repeat=args.repeat, gpus_per_node=args.gpus_per_node,
                               timeline=args.timeline, known=p)
-            if args.repeat is None and len(p.emulations_s) == 2:
+            if args.repeat is None and agree(p.emulations_s):
                 print(f"maya predict: two emulations agree within {AGREE:.0%}: a third could not move their "
                       "median outside them", file=sys.stderr)
     except FurtherEmulationFailed as e:

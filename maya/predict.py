@@ -366,7 +366,7 @@ def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repe
     ``HOST_SENSITIVE``, and otherwise from the median of up to ``AUTO_REPEAT``, stopping at two that agree
     within ``AGREE``.  Without ``repeat``, an emulation that ran in one of the emulating CPU's slow phases
     (:func:`slow_phase`) does not count, and another is made in its place (``SPARE`` at most; where every one
-    ran slow, all are kept), and one whose probe read slow is replayed with the others' middle reading.
+    ran slow, all are kept).  Of several, one whose probe read slow is replayed with the others' middle reading.
     ``further(k)`` makes the k-th further emulation and returns its folder (it raises to stop the question)."""
     p = known or predict_folder(first, gpu, gpus_per_node=gpus_per_node, timeline=timeline)
     wanted = emulations_wanted(p.sensitivity.get("host", 0.0), repeat)
@@ -381,10 +381,10 @@ def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repe
         phase (a probe there reads up to 1.7 times slow, and would shrink its emulation's delays by as much):
         it is replayed with the middle reading of the others, the same machine's minutes apart."""
         readings = sorted(r.host_probe_ns for r in runs.values() if r.host_probe_ns)
-        calm = [ns for ns in readings if ns <= SLOW_PHASE * readings[0]]
+        quick = [ns for ns in readings if ns <= SLOW_PHASE * readings[0]]
         for f, run in runs.items():
             if run.host_probe_ns and run.host_probe_ns > SLOW_PHASE * readings[0]:
-                runs[f] = predict_folder(f, gpu, gpus_per_node=gpus_per_node, probe_ns=calm[(len(calm) - 1) // 2])
+                runs[f] = predict_folder(f, gpu, gpus_per_node=gpus_per_node, probe_ns=quick[(len(quick) - 1) // 2])
 
     while True:
         steady_probes()

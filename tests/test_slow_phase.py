@@ -139,3 +139,27 @@ def test_an_emulation_probed_in_a_slow_phase_is_replayed_with_the_others_middle_
     # with it; e0 and e2 keep their own.
     assert replayed == [("e0", 700_000.0), ("e1", 1_100_000.0), ("e1", 700_000.0), ("e2", 650_000.0)]
     assert sorted(p.emulations_s) == pytest.approx([0.1, 0.1 * 700 / 650, 0.12])
+
+
+def test_maya_predict_says_which_emulations_it_set_aside(monkeypatch, tmp_path, capsys):
+    from maya import cli
+
+    made: list[Path] = []
+    runs = iter([run(0.1, [FAST]), run(0.13, [2 * FAST]), run(0.105, [FAST]), run(0.102, [FAST])])
+    by_folder: dict[Path, Prediction] = {}
+
+    def emulate(args, command):
+        made.append(args.out)
+        return 0
+
+    def predict_one(folder, gpu, **_):
+        return by_folder.setdefault(folder, next(runs))
+
+    monkeypatch.setattr(cli, "_cmd_emulate", emulate)
+    monkeypatch.setattr(predict, "predict_folder", predict_one)
+    assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--out", str(tmp_path), "--", "python", "train.py"]) == 0
+    out = capsys.readouterr()
+    assert made == [tmp_path, *(tmp_path / f"run{k}" for k in range(1, 4))]
+    assert "slow phase of the emulating CPU" in out.err and "emulating again in its place" in out.err
+    assert "median of 3 emulations: 100.00, 105.00, 102.00 ms" in out.out
+    assert "set aside, run in a slow phase of the emulating CPU: 130.00 ms" in out.out
