@@ -100,6 +100,7 @@ static int g_pause_kind;                /* the outermost one's kind */
 static uint64_t g_pause_wall;           /* when it began */
 static uint64_t g_pause_mark;           /* ...and g_mark_wall then */
 static int g_pause_alone;               /* ...and no thread was inside a call then */
+static uint64_t g_pause_cpu;            /* ...and the process's CPU time then (0: not read, g_ref_valid was 0) */
 
 static uint64_t wall_ns(void) {
     struct timespec ts;
@@ -174,13 +175,22 @@ static void pause_clock(int begin, int kind) {
             g_pause_wall = wall;
             g_pause_mark = g_mark_wall;
             g_pause_alone = g_inside == 0;
+            g_pause_cpu = g_ref_valid && g_pause_alone ? process_cpu_ns() : 0;
         }
     } else if (g_pause_depth > 0 && --g_pause_depth == 0) {
         if (g_pause_alone && g_inside == 0 && g_mark_wall == g_pause_mark) {
             uint64_t d = wall - g_pause_wall;
             __atomic_add_fetch(&g_off, d, __ATOMIC_RELAXED);
             __atomic_add_fetch(&g_paused[g_pause_kind], d, __ATOMIC_RELAXED);
-            g_ref_valid = 0;  /* the CPU time read before spans the pause: start a new interval */
+            /* The CPU time read before spans the pause: move that read past it, wall and CPU time alike,
+             * so that time off the CPU around the pause (a sleep the hook's sampling thread woke in) is
+             * still found at the next call; where it was not read, start a new interval. */
+            if (g_ref_valid && g_pause_cpu) {
+                g_ref_wall += d;
+                g_ref_cpu += process_cpu_ns() - g_pause_cpu;
+            } else {
+                g_ref_valid = 0;
+            }
         }
     }
     pthread_mutex_unlock(&g_clock_lock);
