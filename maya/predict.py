@@ -31,7 +31,7 @@ import numpy.typing as npt
 from maya import catalog
 from maya.predictor import estimate
 from maya.predictor.replay.host import HostModel, first_gemm_shapes, host_model, quiet_gap_scales
-from maya.predictor.replay.iterations import NoIterations, trace_steps
+from maya.predictor.replay.iterations import NoIterations, Steps, trace_steps
 from maya.predictor.replay.network import Collective, collective_model
 from maya.predictor.replay.sharing import sharing_factors
 from maya.predictor.replay.simulator import RankResult, SimulationError, simulate
@@ -313,7 +313,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
                       g.memory_bytes - g.reserved_bytes, {k: v / total for k, v in sorted(job.weights.items())},
                       collective_models=collective_models, approximated=approximated, sensitivity=sensitivity,
                       device_values=_rank0(job.summary).get("device_values") or {},
-                      first_buckets_bytes=_first_buckets(job.summary, traces), steady_pace_ns=_paces(folder, traces),
+                      first_buckets_bytes=_first_buckets(job.summary, traces), steady_pace_ns=_paces(folder, traces, (steps, records)),
                       host_probe_ns=job.host_probe_ns)
 
 
@@ -421,11 +421,13 @@ def _rank0(summary: dict[str, Any]) -> dict[str, Any]:
     return next((r for r in summary.get("ranks", []) if r.get("rank") == 0), {})
 
 
-def steady_pace(trace: Trace, samples: Sequence[Sequence[int]]) -> int:
+def steady_pace(trace: Trace, samples: Sequence[Sequence[int]],
+                found: tuple[Steps, list[int]] | None = None) -> int:
     """The median of the Python yardstick's ``samples`` ([trace clock ns, chunk ns], maya/_hook/_maya_pace.py)
-    taken during the rank's steady steps; 0 where fewer than ``MIN_SAMPLES`` fell there."""
+    taken during the rank's steady steps (``found``: :func:`trace_steps` of the trace, where already known); 0
+    where fewer than ``MIN_SAMPLES`` fell there."""
     try:
-        steps, records = trace_steps(trace)
+        steps, records = found or trace_steps(trace)
     except NoIterations:
         return 0
     t = trace.records["t_ns"]
@@ -434,16 +436,16 @@ def steady_pace(trace: Trace, samples: Sequence[Sequence[int]]) -> int:
     return inside[len(inside) // 2] if len(inside) >= MIN_SAMPLES else 0
 
 
-def _paces(folder: Path, traces: list[Trace]) -> tuple[int, ...]:
-    """Per rank, :func:`steady_pace` of the samples in its torch report (0: none)."""
+def _paces(folder: Path, traces: list[Trace], rank0: tuple[Steps, list[int]]) -> tuple[int, ...]:
+    """Per rank, :func:`steady_pace` of the samples in its torch report (0: none; ``rank0``: rank 0's steps)."""
     paces = []
-    for trace in traces:
+    for r, trace in enumerate(traces):
         path = folder / f"rank{int(trace.header['rank'])}.torch.json"
         try:
             samples = (json.loads(path.read_text()).get("cpu_pace") or {}).get("samples") or ()
         except (OSError, ValueError, AttributeError):
             samples = ()
-        paces.append(steady_pace(trace, samples) if samples else 0)
+        paces.append(steady_pace(trace, samples, rank0 if r == 0 else None) if samples else 0)
     return tuple(paces)
 
 
