@@ -135,7 +135,9 @@ def emulation_job(plan: Plan, owner: dict[str, Any], generation: int, req: Reque
         "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
         "volumeMounts": [{"name": "out", "mountPath": OUT}, {"name": "tmp", "mountPath": "/tmp"}],
         "env": [{"name": "MAYA_CACHE_DIR", "value": "/tmp/maya-cache"}, {"name": "HOME", "value": "/tmp"},
-                {"name": "NUMBA_CACHE_DIR", "value": "/tmp/numba"}],
+                {"name": "NUMBA_CACHE_DIR", "value": "/tmp/numba"},
+                # the node, so that only one machine's CPU readings are compared (maya.plan.evaluate.this_node)
+                {"name": "MAYA_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "terminationMessagePolicy": "File",
     }
     init = {

@@ -50,7 +50,7 @@ def version_problem(versions: str) -> str | None:
 def compact(result: dict[str, Any], predictions: dict[str, dict[str, Any]]) -> str:
     """The termination message: the result and, per GPU, what the plan needs (steps and breakdown left out)."""
     keep = ("stepTimeSeconds", "stepTimeSecondsLow", "stepTimeSecondsHigh", "peakMemoryBytes", "hostSensitivity",
-            "error")
+            "steadyPaceNs", "hostProbeNs", "error")
     preds = {g: {k: v for k, v in p.items() if k in keep} for g, p in predictions.items()}
     out = {"result": result, "predictions": preds}
     text = json.dumps(out, separators=(",", ":"))

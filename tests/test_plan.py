@@ -220,6 +220,74 @@ def test_a_further_run_that_fails_leaves_the_median_of_the_others():
     assert o.prediction["stepTimeSeconds"] == 0.30  # the lower middle of an even count, as maya predict keeps
 
 
+def cpu_drive(search: Search, steps: dict[int, float], pace: dict[int, int], *, probe: dict[int, float] | None = None,
+              node: dict[int, str] | None = None) -> list[int]:
+    """Answers a host-bound program's runs with step ``steps[run]``, the yardstick's steady reading ``pace[run]``
+    (ns), its probe and its node ("n1" unless given).  Returns the runs asked, in order."""
+    asked = []
+    while not search.finished():
+        for req in search.next(4):
+            asked.append(req.run)
+            readings = {"hostSensitivity": 0.3, "steadyPaceNs": [pace[req.run]] * 2,
+                        "hostProbeNs": (probe or {}).get(req.run, 600.0)}
+            preds = {g: {**pred(steps[req.run]), **readings} for g in req.predict_for}
+            search.record(req, {**ok(30), "node": (node or {}).get(req.run, "n1")}, preds, key=f"k{req.run}")
+    return asked
+
+
+def test_a_run_made_in_a_slow_phase_of_the_cpu_is_set_aside_and_another_made():
+    search = Search(parse(doc(**ONE_PROGRAM)))
+    # Run 1's steady steps read the Python yardstick 1.4 times the quickest run's: it ran in a slow phase.
+    asked = cpu_drive(search, {0: 0.40, 1: 0.30, 2: 0.34, 3: 0.36}, {0: 500, 1: 700, 2: 505, 3: 510})
+    assert asked == [0, 1, 2, 3]
+    [(_, o)] = search.outcomes()
+    assert o.prediction["stepTimeSeconds"] == 0.36 and o.prediction["emulationsStepTimeSeconds"] == [0.34, 0.36, 0.40]
+    assert o.prediction["emulationsSlowPhaseStepTimeSeconds"] == [0.30]
+    out = status(choose(search.plan, search.outcomes()), searched=1, emulations=search.emulations,
+                 search=search.method, limit=None)
+    assert out["recommendation"]["emulationsSlowPhaseStepTimeSeconds"] == [0.30]
+
+
+def test_a_run_whose_probe_read_in_a_slow_phase_is_set_aside():
+    search = Search(parse(doc(**ONE_PROGRAM)))
+    asked = cpu_drive(search, {0: 0.40, 1: 0.30, 2: 0.34, 3: 0.36}, {0: 500, 1: 500, 2: 500, 3: 500},
+                      probe={1: 900.0})
+    assert asked == [0, 1, 2, 3]
+    assert search.outcomes()[0][1].prediction["emulationsSlowPhaseStepTimeSeconds"] == [0.30]
+
+
+@pytest.mark.parametrize("why", ["another node", "repeats fixed"])
+def test_readings_are_not_compared_across_nodes_nor_where_the_plan_fixes_the_runs(why):
+    emulation = {"repeats": 3} if why == "repeats fixed" else {}
+    search = Search(parse(doc(**ONE_PROGRAM, emulation=emulation)))
+    node = {1: "n2"} if why == "another node" else None
+    asked = cpu_drive(search, {0: 0.40, 1: 0.30, 2: 0.34}, {0: 500, 1: 700, 2: 505}, node=node)
+    assert sorted(asked) == [0, 1, 2]
+    p = search.outcomes()[0][1].prediction
+    assert p["stepTimeSeconds"] == 0.34 and "emulationsSlowPhaseStepTimeSeconds" not in p
+
+
+def test_spare_runs_are_capped_and_a_question_in_slow_phases_keeps_its_quick_runs():
+    search = Search(parse(doc(**ONE_PROGRAM)))
+    asked = cpu_drive(search, {0: 0.40, 1: 0.30, 2: 0.31, 3: 0.32, 4: 0.33}, {0: 500, 1: 700, 2: 700, 3: 700, 4: 700})
+    assert asked == [0, 1, 2, 3, 4]  # three wanted, two spares at most
+    p = search.outcomes()[0][1].prediction
+    assert p["stepTimeSeconds"] == 0.40 and p["emulationsSlowPhaseStepTimeSeconds"] == [0.30, 0.31, 0.32, 0.33]
+
+
+def test_a_run_says_which_node_it_ran_on(tmp_path, monkeypatch):
+    import json
+    import socket
+
+    from maya.plan.evaluate import run_result
+
+    (tmp_path / "summary.json").write_text(json.dumps({"gpu": {"name": H200}, "ranks": [{"rank": 0}]}))
+    monkeypatch.delenv("MAYA_NODE_NAME", raising=False)
+    assert run_result(tmp_path, 0, "")["node"] == socket.gethostname()
+    monkeypatch.setenv("MAYA_NODE_NAME", "cpu-node-7")  # in a pod: its node, from the downward API
+    assert run_result(tmp_path, 0, "")["node"] == "cpu-node-7"
+
+
 def test_an_oom_micro_batch_prunes_the_larger_ones_before_they_run():
     d = doc(batch={"global": 64, "microBatchArg": "--batch", "microBatches": [16, 32, 64], "accumulationArg": "--a"},
             resources=[{"gpu": H100}], knobs=[])

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from maya.predict import prepare
+from maya.predict import SPARE, prepare
 
 pytestmark = pytest.mark.emulation
 
@@ -45,17 +45,18 @@ def test_plan_json_cache_and_one_trace_for_both_gpus(tmp_path):
     status = json.loads(first.stdout)
     assert status["phase"] == "Recommended"
     # The tiny model's step follows its host: emulated again, as maya predict does (a third time where the second
-    # disagrees with the first), and ranked on the median.
+    # disagrees with the first; more where one ran in a slow phase of this CPU), and ranked on the median.
     ran = status["emulations"]["ran"]
-    assert ran in (2, 3) and status["emulations"] == {"ran": ran, "failed": 0, "reused": 0, "needed": ran}
+    assert 2 <= ran <= 3 + SPARE and status["emulations"] == {"ran": ran, "failed": 0, "reused": 0, "needed": ran}
     assert first.stderr.count("emulating 1 rank(s)") == ran and "(again, run 2:" in first.stderr
     by_gpu = {c["gpu"]: c for c in status["candidates"]}
     assert by_gpu[H100]["emulation"] == by_gpu[H200]["emulation"]  # one program's runs, re-estimated per GPU
     assert status["recommendation"]["gpu"] == H100  # same kernels, cheaper GPU-hour
     rec = status["recommendation"]
     assert rec["stepTimeSecondsLow"] < rec["stepTimeSeconds"] < rec["stepTimeSecondsHigh"]
-    each = rec["emulationsStepTimeSeconds"]
-    assert len(each) == ran and rec["stepTimeSeconds"] == sorted(each)[(ran - 1) // 2]
+    each = rec.get("emulationsStepTimeSeconds") or [rec["stepTimeSeconds"]]
+    aside = rec.get("emulationsSlowPhaseStepTimeSeconds") or []
+    assert len(each) + len(aside) == ran and rec["stepTimeSeconds"] == sorted(each)[(len(each) - 1) // 2]
     assert (tmp_path / "report" / "report.html").read_text().count("<circle") == 2
     assert json.loads((tmp_path / "report" / "timeline.json").read_text())
     again = maya_plan(str(path), "--json")
@@ -63,11 +64,14 @@ def test_plan_json_cache_and_one_trace_for_both_gpus(tmp_path):
     assert json.loads(again.stdout)["recommendation"] == rec
     table = maya_plan(str(path))
     assert "recommended: 1x H100-SXM-80GB" in table.stdout and "runner-up: 1x H200-SXM-141GB" in table.stdout
-    assert f"the median of {ran} emulations (its step follows its host)" in table.stdout
+    if len(each) > 1:
+        assert f"the median of {len(each)} emulations (its step follows its host)" in table.stdout
+    if aside:
+        assert f"set aside {len(aside)} emulation(s) made in a slow phase" in table.stdout
     once = json.loads(maya_plan(str(plan_file(tmp_path, emulation={"repeats": 1})), "--json").stdout)
     assert once["emulations"] == {"ran": 0, "failed": 0, "reused": 1, "needed": 1}  # the first run, from the cache
     assert "emulationsStepTimeSeconds" not in once["recommendation"]
-    assert once["recommendation"]["stepTimeSeconds"] in rec["emulationsStepTimeSeconds"]
+    assert once["recommendation"]["stepTimeSeconds"] in each + aside
 
 
 def test_the_trace_does_not_depend_on_the_gpu_model(tmp_path):

@@ -21,8 +21,8 @@ from typing import Any
 import maya
 
 # What a stored run's result.json holds (maya.plan.evaluate.run_result): bump it when its fields change, so
-# that runs stored before are emulated again.  2: DDP's first buckets (firstBucketsBytes).
-RESULT_FORMAT = 2
+# that runs stored before are emulated again.  2: DDP's first buckets (firstBucketsBytes); 3: the node.
+RESULT_FORMAT = 3
 
 
 def cache_root() -> Path:

@@ -13,13 +13,17 @@ process's noise (``docs/emulating-machine.md``): :func:`runs_wanted` asks for
 up to two more emulations of such a program, as ``maya predict`` does (no
 third where the second agrees with the first, :func:`settled`), and
 :func:`median_prediction` keeps their median, so candidates are not ranked
-on one emulation's noise.
+on one emulation's noise.  A run whose steady steps, or probe, fell in one of
+the emulating CPU's slow phases does not count (:func:`slow_phase_runs`), as
+in ``maya predict``, and another is made in its place.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +72,8 @@ def run_result(folder: Path, exit_code: int, log_tail: str) -> dict[str, Any]:
     # a real run's peak can be this much higher: DDP's first buckets, held by torch's NCCL watchdog (maya.summary)
     held = max((int(r.get("first_buckets_bytes") or 0) for r in ranks), default=0)
     result: dict[str, Any] = {"exitCode": exit_code, "peakReservedBytes": peak_reserved,
-                              "peakAllocatedBytes": peak_allocated, "gpu": summary.get("gpu", {}).get("name")}
+                              "peakAllocatedBytes": peak_allocated, "gpu": summary.get("gpu", {}).get("name"),
+                              "node": this_node()}
     if held:
         result["firstBucketsBytes"] = held
     if summary.get("out_of_memory"):
@@ -85,6 +90,12 @@ def run_result(folder: Path, exit_code: int, log_tail: str) -> dict[str, Any]:
     if values:
         result["deviceValues"] = values
     return result
+
+
+def this_node() -> str:
+    """The machine an emulation ran on, so that only one machine's CPU readings are compared: in a pod its node
+    (``MAYA_NODE_NAME``, from the downward API), elsewhere the host name."""
+    return os.environ.get("MAYA_NODE_NAME") or socket.gethostname()
 
 
 def device_values(ranks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -145,7 +156,8 @@ def predict_gpus(folder: Path, gpus: Sequence[str], gpus_per_node: int) -> dict[
         out[gpu] = {"stepTimeSeconds": p.step_time_s, "stepTimeSecondsLow": js.get("step_time_low_s"),
                     "stepTimeSecondsHigh": js.get("step_time_high_s"), "steps": list(p.steps_s),
                     "peakMemoryBytes": max(p.peak_memory_high_bytes, default=0), "breakdown": p.breakdown,
-                    "hostSensitivity": round(p.sensitivity.get("host", 0.0), 4)}
+                    "hostSensitivity": round(p.sensitivity.get("host", 0.0), 4),
+                    "steadyPaceNs": [int(ns) for ns in p.steady_pace_ns], "hostProbeNs": p.host_probe_ns}
     return out
 
 
@@ -167,19 +179,47 @@ def settled(runs: Sequence[dict[str, dict[str, Any]]]) -> bool:
         agree([float(r[gpu].get("stepTimeSeconds") or 0.0) for r in runs if "error" not in r[gpu]]) for gpu in runs[0])
 
 
-def median_prediction(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def slow_phase_runs(runs: Sequence[tuple[dict[str, Any], dict[str, dict[str, Any]]]]) -> list[bool]:
+    """Which of one program's runs (result, predictions by GPU) ran in one of the emulating CPU's slow phases, as
+    ``maya predict`` judges them (``SLOW_PHASE`` in ``maya/predict.py``): a rank's Python yardstick in its steady
+    steps (``steadyPaceNs``), or its probe (``hostProbeNs``), read that many times the quickest of the runs made
+    on the same node.  Runs on other nodes, or on an unknown one, are not compared: their CPUs may differ."""
+    from maya.predict import SLOW_PHASE
+
+    def readings(predictions: dict[str, dict[str, Any]]) -> tuple[list[float], float]:
+        p = next((v for v in predictions.values() if "error" not in v), {})
+        return [float(ns) for ns in p.get("steadyPaceNs") or () if ns], float(p.get("hostProbeNs") or 0.0)
+
+    nodes = [str(result.get("node") or "") for result, _ in runs]
+    read = [readings(predictions) for _, predictions in runs]
+    out = []
+    for node, (paces, probe) in zip(nodes, read, strict=True):
+        same = [r for n, r in zip(nodes, read, strict=True) if n == node]
+        quick_pace = min((ns for ps, _ in same for ns in ps), default=0.0)
+        quick_probe = min((pr for _, pr in same if pr > 0), default=0.0)
+        out.append(bool(node) and (any(ns > SLOW_PHASE * quick_pace for ns in paces)
+                                   or (probe > 0 and probe > SLOW_PHASE * quick_probe)))
+    return out
+
+
+def median_prediction(runs: Sequence[dict[str, Any]], slow: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """One GPU's prediction over several emulations of a program: the one of median step time (the lower
     middle for an even count), its interval taking their spread in place of one emulation's noise (as
-    ``maya predict`` does), and each one's step time in ``emulationsStepTimeSeconds``."""
+    ``maya predict`` does), and each one's step time in ``emulationsStepTimeSeconds``; those of the runs set
+    aside as made in a slow phase (``slow``) in ``emulationsSlowPhaseStepTimeSeconds``."""
     from maya.predict import emulation_noise
 
     ok = sorted((p for p in runs if "error" not in p and p.get("stepTimeSeconds")), key=lambda p: p["stepTimeSeconds"])
+    aside = [float(p["stepTimeSeconds"]) for p in slow if "error" not in p and p.get("stepTimeSeconds")]
     if len(ok) < 2:
-        return dict(ok[0] if ok else runs[0])
+        one = dict(ok[0] if ok else runs[0])
+        return one | ({"emulationsSlowPhaseStepTimeSeconds": aside} if aside else {})
     best = dict(ok[(len(ok) - 1) // 2])
     step = float(best["stepTimeSeconds"])
     times = [float(p["stepTimeSeconds"]) for p in ok]
     best["emulationsStepTimeSeconds"] = times
+    if aside:
+        best["emulationsSlowPhaseStepTimeSeconds"] = aside
     if best.get("stepTimeSecondsHigh"):
         single = float(best["stepTimeSecondsHigh"]) / step - 1
         noise = emulation_noise(float(best.get("hostSensitivity") or 0.0))

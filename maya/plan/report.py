@@ -91,6 +91,9 @@ def print_report(status: dict[str, Any], deadline_steps: int | None, console: Co
     if len(runs := rec.get("emulationsStepTimeSeconds") or []) > 1:
         console.print(f"  the median of {len(runs)} emulations (its step follows its host): "
                       + ", ".join(f"{_ms(s)}" for s in runs) + " ms", markup=False)
+    if aside := rec.get("emulationsSlowPhaseStepTimeSeconds"):
+        console.print(f"  set aside {len(aside)} emulation(s) made in a slow phase of the emulating CPU: "
+                      + ", ".join(f"{_ms(s)}" for s in aside) + " ms", markup=False)
     for line in device_value_lines(rec.get("deviceValues")):
         console.print(f"  {line}", markup=False)
     if up is not None:

@@ -174,6 +174,9 @@ CANDIDATE_SCHEMA: dict[str, Any] = {
         "stepTimeSecondsHigh": _NUMBER_OR_NULL,
         "emulationsStepTimeSeconds": {"type": "array", "items": {"type": "number"},
                                       "description": "Each emulation's step time, where the step is their median."},
+        "emulationsSlowPhaseStepTimeSeconds": {
+            "type": "array", "items": {"type": "number"},
+            "description": "The step times of emulations set aside: made in a slow phase of their node's CPU."},
         "peakMemoryBytes": {"type": ["integer", "null"]},
         "capacityBytes": {"type": "integer"},
         "costPerStepUSD": _NUMBER_OR_NULL,

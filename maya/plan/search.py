@@ -16,7 +16,9 @@ by optuna (TPE or CMA-ES, with memory and deadline as constraints) under a
 budget of ``search.maxEmulations`` emulations.  A program whose first
 emulation says its step follows its host is emulated again (``run`` 1, 2 of
 the same program and GPU, :func:`maya.plan.evaluate.runs_wanted`) and its
-candidates judged on the median (:func:`maya.plan.evaluate.median_prediction`).
+candidates judged on the median (:func:`maya.plan.evaluate.median_prediction`)
+of the runs not made in a slow phase of their node's CPU
+(:func:`maya.plan.evaluate.slow_phase_runs`; ``SPARE`` more at most).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from maya.plan.evaluate import (
     peak_bytes,
     runs_wanted,
     settled,
+    slow_phase_runs,
     usable_bytes,
 )
 from maya.plan.spec import Plan
@@ -124,22 +127,50 @@ class Search:
 
     def _further_runs(self) -> list[Request]:
         """The further emulations that finished ones ask for and nobody requested yet: as ``maya predict``
-        asks them, the third only once the second is done and disagrees with the first
-        (:func:`maya.plan.evaluate.settled`), unless the plan sets ``emulation.repeats``."""
+        asks them, each once the one before is done, until enough runs not made in a slow phase
+        (:meth:`_kept`) or two that agree (:func:`maya.plan.evaluate.settled`), ``SPARE`` beyond those
+        wanted at most; where the plan sets ``emulation.repeats``, all of them at once."""
+        from maya.predict import SPARE
+
         out = []
         for (program, gpu), done in self.done.items():
             if done.result["status"] != "ok":
                 continue
-            for run in range(1, runs_wanted(done.predictions, self.plan.repeats)):
-                if (program, gpu, run) in self.again:
-                    continue
-                if run >= 2 and self.plan.repeats is None:
-                    before = [self.again.get((program, gpu, r)) for r in range(1, run)]
-                    if any(d is None for d in before) or settled([done.predictions, *(d.predictions for d in before
-                                                                                    if d is not None)]):
-                        break
-                out.append(Request(program, gpu, done.predict_for or tuple(done.predictions), run))
+            wanted = runs_wanted(done.predictions, self.plan.repeats)
+            predict_for = done.predict_for or tuple(done.predictions)
+            if self.plan.repeats is not None:
+                out += [Request(program, gpu, predict_for, run) for run in range(1, wanted)
+                        if (program, gpu, run) not in self.again]
+                continue
+            runs = self._runs(program, gpu)
+            if None in runs:
+                continue  # the one running decides whether another is needed
+            finished = [d for d in runs if d is not None]
+            kept, slow = self._kept(finished), len(self._slow(finished))
+            if len(kept) >= wanted or len(runs) >= wanted + min(slow, SPARE) or settled([d.predictions for d in kept]):
+                continue
+            out.append(Request(program, gpu, predict_for, len(runs)))
         return out
+
+    def _runs(self, program: Program, gpu: str) -> list[_Done | None]:
+        """The runs of ``program`` on ``gpu`` in order, the first included (None: requested, not done)."""
+        more = sorted((run, d) for (p, g, run), d in self.again.items() if (p, g) == (program, gpu))
+        return [self.done.get((program, gpu)), *(d for _run, d in more)]
+
+    def _kept(self, runs: list[_Done]) -> list[_Done]:
+        """The runs that count: those that completed, less those made in a slow phase of their node's CPU
+        (:meth:`_slow`)."""
+        slow = self._slow(runs)
+        return [d for d in runs if d.result["status"] == "ok" and d.predictions and not any(d is s for s in slow)]
+
+    def _slow(self, runs: list[_Done]) -> list[_Done]:
+        """The completed runs made in a slow phase of their node's CPU (:func:`maya.plan.evaluate.slow_phase_runs`);
+        none where the plan fixes the number of runs (``emulation.repeats``)."""
+        ok = [d for d in runs if d.result["status"] == "ok" and d.predictions]
+        if self.plan.repeats is not None:
+            return []
+        return [d for d, aside in zip(ok, slow_phase_runs([(d.result, d.predictions) for d in ok]), strict=True)
+                if aside]
 
     def running(self, req: Request) -> None:
         """``req`` is running (the operator found its Job still at work)."""
@@ -247,11 +278,14 @@ class Search:
 
     def prediction(self, program: Program, emulated: str, gpu: str) -> dict[str, Any] | None:
         """The prediction for ``gpu`` of ``program`` emulated on ``emulated``: the first run's, or the median
-        of the runs done where there were more."""
+        of the runs that count (:meth:`_kept`; all where every one ran in a slow phase) where there were more."""
+        runs = [d for d in self._runs(program, emulated) if d is not None and gpu in d.predictions]
         first = self.done[(program, emulated)].predictions.get(gpu)
-        more = [d.predictions[gpu] for (p, g, _), d in sorted(self.again.items(), key=lambda kv: kv[0][2])
-                if (p, g) == (program, emulated) and d is not None and gpu in d.predictions]
-        return median_prediction([first, *more]) if first and more else first
+        if not first or len(runs) < 2:
+            return first
+        kept = self._kept(runs) or runs
+        return median_prediction([d.predictions[gpu] for d in kept],
+                                 [d.predictions[gpu] for d in runs if not any(d is k for k in kept)])
 
     def outcomes(self) -> list[tuple[Candidate, Outcome]]:
         return [(c, self.outcome(c)) for c in self.candidates]

@@ -35,6 +35,8 @@ def candidate_json(row: Row) -> dict[str, Any]:
         out["emulation"] = o.emulation
     if len(times := o.prediction.get("emulationsStepTimeSeconds") or []) > 1:
         out["emulationsStepTimeSeconds"] = times
+    if aside := o.prediction.get("emulationsSlowPhaseStepTimeSeconds"):
+        out["emulationsSlowPhaseStepTimeSeconds"] = aside
     if o.device_values:
         out["deviceValues"] = o.device_values
     return out

@@ -31,6 +31,7 @@ os.environ.setdefault("MAYA_METRICS_PORT", "0")
 from maya.operator import handlers, kube, metrics  # noqa: E402
 from maya.operator.jobs import ANNOTATION_REQUEST, request_from_json  # noqa: E402
 from maya.plan.local import PlanRun  # noqa: E402
+from maya.predict import SPARE  # noqa: E402
 from tests.plan_pods import (  # noqa: E402
     PULL_ERROR,
     G,
@@ -171,12 +172,14 @@ def test_a_plan_is_recommended_through_emulation_jobs(api, ns, local_run):
     assert status["recommendation"]["stepTimeSeconds"] == pytest.approx(local["recommendation"]["stepTimeSeconds"])
     assert [identity(c) for c in status["candidates"]] == [identity(c) for c in local["candidates"]]
     assert status["observedGeneration"] == 1
-    # Two programs, each following its host: emulated two or three times (one Job per run), judged on the median.
+    # Two programs, each following its host: emulated two or three times (one Job per run; more where one ran in a
+    # slow phase of the emulating CPU), judged on the median.
     ran = local["emulations"]["ran"]
-    assert status["emulations"]["ran"] == ran == len(jobs(api, ns)) and 4 <= ran <= 6
+    assert status["emulations"]["ran"] == ran == len(jobs(api, ns)) and 4 <= ran <= 2 * (3 + SPARE)
     runs = sorted(request_from_json(j["metadata"]["annotations"][ANNOTATION_REQUEST]).run for j in jobs(api, ns))
-    assert runs[:4] == [0, 0, 1, 1] and set(runs) <= {0, 1, 2}
-    assert len(status["recommendation"]["emulationsStepTimeSeconds"]) in (2, 3)
+    assert runs[:4] == [0, 0, 1, 1] and set(runs) <= set(range(3 + SPARE))
+    rec = status["recommendation"]
+    assert rec.get("emulationsSlowPhaseStepTimeSeconds") or len(rec["emulationsStepTimeSeconds"]) in (2, 3)
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Recommended"]["status"] == "True" and conditions["Degraded"]["status"] == "False"
     # One "Emulating" event per Job, one "Recommended" with the condition's message.
