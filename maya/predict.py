@@ -379,11 +379,13 @@ def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repe
     def steady_probes() -> None:
         """An emulation whose probe read ``SLOW_PHASE`` times the question's quickest reading was probed in a slow
         phase (a probe there reads up to 1.7 times slow, and would shrink its emulation's delays by as much):
-        it is replayed with the middle reading of the others, the same machine's minutes apart."""
+        it is replayed with the middle reading of the others, the same machine's minutes apart.  Not one whose
+        steady steps ran in a slow phase too: its probe and its delays are slow alike, and their ratio holds."""
         readings = sorted(r.host_probe_ns for r in runs.values() if r.host_probe_ns)
         quick = [ns for ns in readings if ns <= SLOW_PHASE * readings[0]]
+        quickest = quickest_pace(runs.values())
         for f, run in runs.items():
-            if run.host_probe_ns and run.host_probe_ns > SLOW_PHASE * readings[0]:
+            if run.host_probe_ns and run.host_probe_ns > SLOW_PHASE * readings[0] and not slow_phase(run, quickest):
                 runs[f] = predict_folder(f, gpu, gpus_per_node=gpus_per_node, probe_ns=quick[(len(quick) - 1) // 2])
 
     while True:

@@ -141,6 +141,27 @@ def test_an_emulation_probed_in_a_slow_phase_is_replayed_with_the_others_middle_
     assert sorted(p.emulations_s) == pytest.approx([0.1, 0.1 * 700 / 650, 0.12])
 
 
+def test_an_emulation_whose_probe_and_steady_steps_both_read_slow_keeps_its_own_reading(monkeypatch, tmp_path):
+    """Probe and delays slowed alike: replaying it with a quick reading would stretch its slow delays further (on a
+    machine slow through most of a question, that made the question's answer its slowest emulation)."""
+    folders = [tmp_path / f"e{k}" for k in range(5)]
+    own = dict(zip(folders, [600_000.0, 1_000_000.0, 1_000_000.0, 1_000_000.0, 1_000_000.0], strict=True))
+    pace = dict(zip(folders, [FAST, 2 * FAST, 2 * FAST, 2 * FAST, 2 * FAST], strict=True))
+    replayed = []
+
+    def predict_one(folder, gpu, probe_ns=None, **_):
+        probe = probe_ns or own[folder]
+        replayed.append((folder.name, probe))
+        return replace(run(0.1 * 1_000_000 / probe if folder != folders[0] else 0.1, [pace[folder]]),
+                       host_probe_ns=probe)
+
+    monkeypatch.setattr(predict, "predict_folder", predict_one)
+    it = iter(folders[1:])
+    p = predict_asked(folders[0], "H100-SXM-80GB", lambda k: next(it))
+    assert [probe for _, probe in replayed] == [own[f] for f in folders]  # nobody replayed
+    assert p.step_time_s == 0.1 and len(p.slow_phase_s) == 4
+
+
 def test_maya_predict_says_which_emulations_it_set_aside(monkeypatch, tmp_path, capsys):
     from maya import cli
 
