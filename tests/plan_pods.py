@@ -100,10 +100,8 @@ def check_emulation_job(api: client.ApiClient, job: dict[str, Any], plan: dict[s
     assert spec["activeDeadlineSeconds"] > 0 and spec["backoffLimit"] == 0
     # The predictor says which node ran it: only one node's CPU readings are compared (slow phases).
     predictor = next(c for c in pod["containers"] if c["name"] == "predictor")
-    assert {"name": "MAYA_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in [
-        {k: v for k, v in e.items() if v is not None} if "valueFrom" not in e else
-        {"name": e["name"], "valueFrom": {"fieldRef": {"fieldPath": e["valueFrom"]["fieldRef"]["fieldPath"]}}}
-        for e in predictor["env"]]
+    env = {e["name"]: e for e in predictor["env"]}
+    assert env["MAYA_NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert meta["ownerReferences"] == [{"apiVersion": "maya.dev/v1alpha1", "kind": "TrainingPlan",
                                         "name": plan["metadata"]["name"], "uid": plan["metadata"]["uid"],
                                         "controller": True, "blockOwnerDeletion": True}]

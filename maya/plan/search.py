@@ -128,7 +128,7 @@ class Search:
     def _further_runs(self) -> list[Request]:
         """The further emulations that finished ones ask for and nobody requested yet: as ``maya predict``
         asks them, each once the one before is done, until enough runs not made in a slow phase
-        (:meth:`_kept`) or two that agree (:func:`maya.plan.evaluate.settled`), ``SPARE`` beyond those
+        (:meth:`_counted`) or two that agree (:func:`maya.plan.evaluate.settled`), ``SPARE`` beyond those
         wanted at most; where the plan sets ``emulation.repeats``, all of them at once."""
         from maya.predict import SPARE
 
@@ -145,9 +145,9 @@ class Search:
             runs = self._runs(program, gpu)
             if None in runs:
                 continue  # the one running decides whether another is needed
-            finished = [d for d in runs if d is not None]
-            kept, slow = self._kept(finished), len(self._slow(finished))
-            if len(kept) >= wanted or len(runs) >= wanted + min(slow, SPARE) or settled([d.predictions for d in kept]):
+            kept, slow = self._counted([d for d in runs if d is not None])
+            if (len(kept) >= wanted or len(runs) >= wanted + min(len(slow), SPARE)
+                    or settled([d.predictions for d in kept])):
                 continue
             out.append(Request(program, gpu, predict_for, len(runs)))
         return out
@@ -157,20 +157,16 @@ class Search:
         more = sorted((run, d) for (p, g, run), d in self.again.items() if (p, g) == (program, gpu))
         return [self.done.get((program, gpu)), *(d for _run, d in more)]
 
-    def _kept(self, runs: list[_Done]) -> list[_Done]:
-        """The runs that count: those that completed, less those made in a slow phase of their node's CPU
-        (:meth:`_slow`)."""
-        slow = self._slow(runs)
-        return [d for d in runs if d.result["status"] == "ok" and d.predictions and not any(d is s for s in slow)]
-
-    def _slow(self, runs: list[_Done]) -> list[_Done]:
-        """The completed runs made in a slow phase of their node's CPU (:func:`maya.plan.evaluate.slow_phase_runs`);
-        none where the plan fixes the number of runs (``emulation.repeats``)."""
+    def _counted(self, runs: list[_Done]) -> tuple[list[_Done], list[_Done]]:
+        """Of the completed runs, those that count and those made in a slow phase of their node's CPU
+        (:func:`maya.plan.evaluate.slow_phase_runs`); none is slow where the plan fixes the number of runs
+        (``emulation.repeats``)."""
         ok = [d for d in runs if d.result["status"] == "ok" and d.predictions]
         if self.plan.repeats is not None:
-            return []
-        return [d for d, aside in zip(ok, slow_phase_runs([(d.result, d.predictions) for d in ok]), strict=True)
-                if aside]
+            return ok, []
+        slow = slow_phase_runs([(d.result, d.predictions) for d in ok])
+        return [d for d, aside in zip(ok, slow, strict=True) if not aside], [d for d, aside in zip(ok, slow, strict=True)
+                                                                             if aside]
 
     def running(self, req: Request) -> None:
         """``req`` is running (the operator found its Job still at work)."""
@@ -278,14 +274,15 @@ class Search:
 
     def prediction(self, program: Program, emulated: str, gpu: str) -> dict[str, Any] | None:
         """The prediction for ``gpu`` of ``program`` emulated on ``emulated``: the first run's, or the median
-        of the runs that count (:meth:`_kept`; all where every one ran in a slow phase) where there were more."""
+        of the runs that count (:meth:`_counted`; all where every one ran in a slow phase) where there were more."""
         runs = [d for d in self._runs(program, emulated) if d is not None and gpu in d.predictions]
         first = self.done[(program, emulated)].predictions.get(gpu)
         if not first or len(runs) < 2:
             return first
-        kept = self._kept(runs) or runs
-        return median_prediction([d.predictions[gpu] for d in kept],
-                                 [d.predictions[gpu] for d in runs if not any(d is k for k in kept)])
+        kept, slow = self._counted(runs)
+        if not kept:  # every one ran in a slow phase: none is slower than the others
+            kept, slow = runs, []
+        return median_prediction([d.predictions[gpu] for d in kept], [d.predictions[gpu] for d in slow])
 
     def outcomes(self) -> list[tuple[Candidate, Outcome]]:
         return [(c, self.outcome(c)) for c in self.candidates]
