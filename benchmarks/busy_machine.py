@@ -37,6 +37,7 @@ from benchmarks.step_truth import emulate, named
 from maya.cpu_probe import rank0_cpu
 from maya.other_work import NOTABLE_SHARE
 from maya.predict import predict_asked, predict_folder
+from maya.usual_pace import UsualPace
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU = "H100-SXM-80GB"
@@ -83,6 +84,7 @@ def main() -> int:
     names = a.configs.split(",")
     known = named(GPU, names)
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-busy-machine-"))
+    usual = UsualPace(work / "usual_pace.json")  # this machine's readings, as maya predict keeps them
     rows = []
     for k in range(a.rounds):
         for name in names:
@@ -96,7 +98,7 @@ def main() -> int:
                 with cpu_bound_process(hog_cpu(condition)):
                     emulate(known[name].argv, GPU, 1, folder)
                     first = predict_folder(folder, GPU)
-                    p = predict_asked(folder, GPU, further, known=first)
+                    p = predict_asked(folder, GPU, further, known=first, usual=usual)
                 summary = json.loads((folder / "summary.json").read_text())
                 taken = summary.get("other_work_cpu_share")
                 rows.append({"config": name, "condition": condition, "run": k, "measured_s": truth,

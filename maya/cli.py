@@ -177,6 +177,7 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     from maya.predict import (
         AGREE,
         AUTO_REPEAT,
+        SLOW_PHASE,
         FurtherEmulationFailed,
         PredictError,
         agree,
@@ -184,6 +185,7 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
         predict_folder,
     )
     from maya.summary import device_value_lines
+    from maya.usual_pace import UsualPace
 
     if (args.source is None) == (not command):
         print("maya predict: give either a command after '--' or --from DIR", file=sys.stderr)
@@ -224,7 +226,7 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
                            timeline=args.timeline)
         if args.source is None:
             p = predict_asked(out, args.gpu, further, repeat=args.repeat, gpus_per_node=args.gpus_per_node,
-                              timeline=args.timeline, known=p)
+                              timeline=args.timeline, known=p, usual=UsualPace.here())
             if args.repeat is None and agree(p.emulations_s):
                 print(f"maya predict: two emulations agree within {AGREE:.0%}: a third could not move their "
                       "median outside them", file=sys.stderr)
@@ -250,6 +252,10 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
     if p.slow_phase_s:
         print("  set aside, run in a slow phase of the emulating CPU: " + ", ".join(f"{s * ms:.2f}" for s in p.slow_phase_s)
               + " ms")
+    if (p.pace_over_usual or 0.0) > SLOW_PHASE:
+        print(f"  note: every emulation ran its steps in a slow phase of the emulating CPU (Python at "
+              f"{p.pace_over_usual:.2f} times this machine's usual pace; docs/emulating-machine.md): the host's "
+              "share of this step may be long; ask again later, or on an idle machine")
     for k, v in p.breakdown.items():
         print(f"  {k.removesuffix('_s').replace('_', ' '):24} {v * ms:9.2f} ms")
     gib = 2**30

@@ -40,6 +40,7 @@ from maya.predictor.trace import Kind, Trace, read_trace
 from maya.predictor.trace import records as R
 from maya.predictor.trace.ops import device_ops, measured
 from maya.summary import add_counts, approximated_calls, first_buckets_bytes
+from maya.usual_pace import UsualPace
 
 _RANK_FILE = re.compile(r"rank(\d+)\.mayatrace$")
 NUDGE = 0.1  # the relative change by which the step's sensitivity to its host and its estimates is read
@@ -89,6 +90,9 @@ class Prediction:
     # per rank, the Python yardstick's median in the steady steps, ns (steady_pace; 0: not read)
     steady_pace_ns: tuple[int, ...] = ()
     slow_phase_s: tuple[float, ...] = ()  # the step time of each emulation set aside as run in a slow phase
+    # the question's quickest yardstick reading over this machine's usual one (maya.usual_pace; None: not
+    # judged): over SLOW_PHASE, every emulation of the question ran in a slow phase of the emulating CPU
+    pace_over_usual: float | None = None
     host_probe_ns: float | None = None  # the emulating CPU's probe reading the host delays were scaled by
 
     @property
@@ -140,7 +144,7 @@ class Prediction:
                 "step_time_low_s": low, "step_time_high_s": high,
                 "emulations_step_time_s": list(self.emulations_s or (self.step_time_s,)),
                 "emulations_slow_phase_step_time_s": list(self.slow_phase_s),
-                "sensitivity": self.sensitivity,
+                "pace_over_usual": self.pace_over_usual, "sensitivity": self.sensitivity,
                 "collective_models": self.collective_models, "approximated": self.approximated,
                 "device_values": self.device_values}
 
@@ -360,21 +364,33 @@ def agree(step_times: Sequence[float]) -> bool:
 
 def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repeat: int | None = None,
                   gpus_per_node: int | None = None, timeline: Path | None = None,
-                  known: Prediction | None = None) -> Prediction:
+                  known: Prediction | None = None, usual: UsualPace | None = None) -> Prediction:
     """``maya predict``'s answer from the emulation in ``first`` (``known``: its prediction, made already):
     from ``repeat`` emulations where given; else from this one where the step follows its host less than
     ``HOST_SENSITIVE``, and otherwise from the median of up to ``AUTO_REPEAT``, stopping at two that agree
     within ``AGREE``.  Without ``repeat``, an emulation that ran in one of the emulating CPU's slow phases
     (:func:`slow_phase`) does not count, and another is made in its place (``SPARE`` at most; where every one
     ran slow, all are kept).  Of several, one whose probe read slow is replayed with the others' middle reading.
+    ``usual``: this machine's remembered readings (:mod:`maya.usual_pace`): a host-sensitive question whose
+    quickest reading is ``SLOW_PHASE`` times the usual one ran every emulation in a slow phase, and asks for
+    its spares too; the question's readings are added to them.
     ``further(k)`` makes the k-th further emulation and returns its folder (it raises to stop the question)."""
     p = known or predict_folder(first, gpu, gpus_per_node=gpus_per_node, timeline=timeline)
     wanted = emulations_wanted(p.sensitivity.get("host", 0.0), repeat)
     runs = {first: p}
+    usual_ns = usual.reading() if usual is not None and repeat is None and wanted > 1 else None
+
+    def over_usual() -> float | None:
+        quickest = quickest_pace(runs.values())
+        return quickest / usual_ns if quickest and usual_ns else None
 
     def calm() -> list[Path]:
+        if repeat is not None:
+            return list(runs)
+        if (over_usual() or 0.0) > SLOW_PHASE:  # every one so far ran in a slow phase of this machine
+            return []
         quickest = quickest_pace(runs.values())
-        return [f for f, run in runs.items() if not slow_phase(run, quickest) or repeat is not None]
+        return [f for f, run in runs.items() if not slow_phase(run, quickest)]
 
     def steady_probes() -> None:
         """An emulation whose probe read ``SLOW_PHASE`` times the question's quickest reading was probed in a slow
@@ -396,12 +412,14 @@ def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repe
             break
         folder = further(len(runs))
         runs[folder] = predict_folder(folder, gpu, gpus_per_node=gpus_per_node)
+    if usual is not None:
+        usual.remember(ns for run in runs.values() for ns in run.steady_pace_ns)
     if len(runs) == 1:
-        return p
+        return replace(p, pace_over_usual=over_usual())
     kept = kept or list(runs)
     slow = tuple(run.step_time_s for f, run in runs.items() if f not in kept)
     return replace(predict_median(kept, gpu, gpus_per_node=gpus_per_node, timeline=timeline, known=runs),
-                   slow_phase_s=slow)
+                   slow_phase_s=slow, pace_over_usual=over_usual())
 
 
 _LOADED: dict[str, estimate.Estimators] = {}

@@ -53,6 +53,7 @@ from maya.predict import AGREE, FurtherEmulationFailed, PredictError, predict_as
 from maya.predictor.replay.iterations import trace_steps
 from maya.predictor.trace import Kind
 from maya.predictor.trace.ops import device_ops, thread_names
+from maya.usual_pace import UsualPace
 
 EMULATED_GPU = "H100-SXM-80GB"  # sm_90: the H200 runs the same kernels, so its prediction uses this emulation too
 RESULTS = ROOT / "benchmarks" / "results" / "held_out_accuracy"
@@ -210,10 +211,11 @@ def repeat_spread(predicted: list[float]) -> float:
 
 
 def predict_all(w: Workload, truths: list[Truth], folder: Path, emulated: dict[str, Any],
-                steps: int, further: Callable[[int], Path] | None = None) -> list[dict[str, Any]]:
+                steps: int, further: Callable[[int], Path] | None = None,
+                usual: UsualPace | None = None) -> list[dict[str, Any]]:
     """Every measured configuration of the workload, predicted from the emulation in ``folder`` as
     ``maya predict`` does at its default settings: where the step follows its host, with ``further``'s
-    emulations too (:func:`maya.predict.predict_asked`), the median kept."""
+    emulations too (:func:`maya.predict.predict_asked`, with the machine's ``usual`` pace), the median kept."""
     rows = []
     for t in truths:
         if emulated["exit_code"] != 0:
@@ -224,7 +226,7 @@ def predict_all(w: Workload, truths: list[Truth], folder: Path, emulated: dict[s
             p = predict_folder(folder, t.gpu, gpus_per_node=w.gpus)
             if further is not None:
                 try:
-                    p = predict_asked(folder, t.gpu, further, gpus_per_node=w.gpus, known=p)
+                    p = predict_asked(folder, t.gpu, further, gpus_per_node=w.gpus, known=p, usual=usual)
                 except FurtherEmulationFailed:  # the first emulation's answer stands
                     pass
         except PredictError as e:
@@ -240,6 +242,7 @@ def predict_all(w: Workload, truths: list[Truth], folder: Path, emulated: dict[s
         row = case_row(w, t, p.step_time_s, emulated, note)
         low, high = p.interval_s
         row.update(steps_s=list(p.steps_s), emulations_s=list(p.emulations_s or (p.step_time_s,)),
+                   slow_phase_s=list(p.slow_phase_s), pace_over_usual=p.pace_over_usual,
                    breakdown=p.breakdown, confidence=p.confidence,
                    approximated=p.approximated, interval_s=[low, high], within_interval=low <= t.step_s <= high,
                    **check)
@@ -256,7 +259,8 @@ def report(r: dict[str, Any], emulated: dict[str, Any]) -> None:
 
 
 def questions(w: Workload, truths: list[Truth], work: Path, steps: int, timeout_s: float, repeat: int,
-              emulations: dict[str, Any], key: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+              emulations: dict[str, Any], key: str,
+              usual: UsualPace | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The workload's configurations on ``w.gpus`` GPUs, asked as ``maya predict`` asks (emulations
     under ``work``, the first one's summary kept as ``emulations[key]``), and where ``repeat`` > 1
     asked that many times in all: (rows, repeatability).  A DDP workload measured on another number
@@ -264,7 +268,7 @@ def questions(w: Workload, truths: list[Truth], work: Path, steps: int, timeout_
     batch unchanged)."""
     folder, emulated, further = ask(w, 0, work, steps, timeout_s)
     emulations[key] = emulated
-    got = predict_all(w, truths, folder, emulated, steps, further)
+    got = predict_all(w, truths, folder, emulated, steps, further, usual)
     for r in got:
         report(r, emulated)
     repeatability: list[dict[str, Any]] = []
@@ -273,7 +277,7 @@ def questions(w: Workload, truths: list[Truth], work: Path, steps: int, timeout_
     asked = [ask(w, k, work, steps, timeout_s) for k in range(1, repeat)]
     for t in truths:
         answers = [next(r for r in got if (r["gpu"], r["gpus"]) == (t.gpu, t.gpus)),
-                   *(r for f, e, m in asked for r in predict_all(w, [t], f, e, steps, m))]
+                   *(r for f, e, m in asked for r in predict_all(w, [t], f, e, steps, m, usual))]
         preds = [r["predicted_s"] for r in answers]
         ok = [p for p in preds if p is not None]
         repeatability.append({"workload": w.name, "gpu": t.gpu, "gpus": t.gpus, "predicted_s": preds,
@@ -407,6 +411,7 @@ def main() -> int:
     if a.steps < 3:
         ap.error("--steps must be at least 3: the steady-step finder needs repeating steps")
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-held-out-"))
+    usual = UsualPace(work / "usual_pace.json")  # this machine's readings, as maya predict keeps them
     truth = read_truth(DATA, names)
     load_before = [round(x, 2) for x in os.getloadavg()]
     rows: list[dict[str, Any]] = []
@@ -424,7 +429,7 @@ def main() -> int:
             got, rep = questions(replace(w, gpus=gpus), [t for t in truths if t.gpus == gpus],
                                  work if own else work / f"x{gpus}", a.steps, a.timeout_s,
                                  a.repeat if w.name in again else 1, emulations,
-                                 w.name if own else f"{w.name} x{gpus}")
+                                 w.name if own else f"{w.name} x{gpus}", usual)
             rows += got
             repeatability += rep
     summary = summarize(rows)

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from maya import catalog
+from maya.usual_pace import this_node
 
 # Above this share of a GPU's usable memory, an emulation on a larger GPU no longer tells whether it fits.
 NEAR_CAPACITY = 0.90
@@ -90,12 +89,6 @@ def run_result(folder: Path, exit_code: int, log_tail: str) -> dict[str, Any]:
     if values:
         result["deviceValues"] = values
     return result
-
-
-def this_node() -> str:
-    """The machine an emulation ran on, so that only one machine's CPU readings are compared: in a pod its node
-    (``MAYA_NODE_NAME``, from the downward API), elsewhere the host name."""
-    return os.environ.get("MAYA_NODE_NAME") or socket.gethostname()
 
 
 def device_values(ranks: list[dict[str, Any]]) -> dict[str, Any]:

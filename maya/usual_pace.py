@@ -1,0 +1,74 @@
+"""What the Python yardstick usually reads on this emulating machine, remembered from one question to the next.
+
+``maya predict`` compares a question's emulations with each other (:func:`maya.predict.slow_phase`): one
+whose steady steps read the yardstick (``maya/_hook/_maya_pace.py``) 1.25 times the quickest of the
+question's ran in one of the emulating CPU's slow phases.  That cannot tell a question whose every emulation
+ran in one: the phases last from seconds to minutes, and a host-bound question's three emulations of 20 s
+each fall in one together (one answer in five 20-40% long, ``docs/emulating-machine.md``).  So each question
+leaves its readings here, per machine, and the next compares its quickest reading with what this machine's
+yardstick usually reads: a low quantile of the last day's readings, which the quick phases set (slow ones
+read 1.4 to 1.8 times theirs) and which follows a machine that stays loaded once most readings are slow.
+
+The store is a small JSON file under ``$MAYA_CACHE_DIR`` (default ``~/.cache/maya``), ``pace/<node>.json``;
+a missing, unreadable or unwritable store leaves the comparison to the question alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+KEEP = 300  # readings remembered (a question leaves one per rank and emulation)
+WITHIN_S = 24 * 3600  # older readings are forgotten: the machine, or its neighbours, may have changed
+QUANTILE = 0.2  # of the remembered readings: the quick phases' level where up to four in five read slow
+MIN_READINGS = 10  # fewer say too little of the machine to judge a question by
+
+
+def this_node() -> str:
+    """The machine an emulation ran on, so that only one machine's CPU readings are compared: in a pod its node
+    (``MAYA_NODE_NAME``, from the downward API), elsewhere the host name."""
+    return os.environ.get("MAYA_NODE_NAME") or socket.gethostname()
+
+
+@dataclass(frozen=True)
+class UsualPace:
+    """The remembered readings (ns a chunk of the yardstick) of one machine, in the file ``path``."""
+
+    path: Path
+
+    @classmethod
+    def here(cls) -> UsualPace:
+        root = os.environ.get("MAYA_CACHE_DIR")
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in this_node()) or "node"
+        return cls((Path(root) if root else Path.home() / ".cache" / "maya") / "pace" / f"{name}.json")
+
+    def _readings(self, now: float) -> list[tuple[float, int]]:
+        try:
+            rows = json.loads(self.path.read_text())
+            kept = [(float(at), int(ns)) for at, ns in rows if now - WITHIN_S <= float(at) <= now + 60 and int(ns) > 0]
+        except (OSError, ValueError, TypeError):
+            return []
+        return kept[-KEEP:]
+
+    def reading(self, now: float | None = None) -> float | None:
+        """What the yardstick usually reads here (ns); None while fewer than ``MIN_READINGS`` are remembered."""
+        values = sorted(ns for _, ns in self._readings(time.time() if now is None else now))
+        return float(values[int(QUANTILE * (len(values) - 1))]) if len(values) >= MIN_READINGS else None
+
+    def remember(self, readings: Iterable[int], now: float | None = None) -> None:
+        """Adds a question's readings (0: not read, skipped); a store that cannot be written is left as it was."""
+        at = time.time() if now is None else now
+        rows = self._readings(at) + [(at, int(ns)) for ns in readings if ns > 0]
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, suffix=".tmp", delete=False) as f:
+                json.dump([[round(a, 1), ns] for a, ns in rows[-KEEP:]], f)
+            os.replace(f.name, self.path)  # whole, for a question answered beside this one
+        except OSError:
+            pass
