@@ -413,7 +413,7 @@ def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repe
         folder = further(len(runs))
         runs[folder] = predict_folder(folder, gpu, gpus_per_node=gpus_per_node)
     if usual is not None:
-        usual.remember(ns for run in runs.values() for ns in run.steady_pace_ns)
+        usual.remember({f"{f}#{r}": ns for f, run in runs.items() for r, ns in enumerate(run.steady_pace_ns)})
     if len(runs) == 1:
         return replace(p, pace_over_usual=over_usual())
     kept = kept or list(runs)

@@ -20,7 +20,6 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,27 +47,29 @@ class UsualPace:
         name = "".join(c if c.isalnum() or c in "-_." else "_" for c in this_node()) or "node"
         return cls((Path(root) if root else Path.home() / ".cache" / "maya") / "pace" / f"{name}.json")
 
-    def _readings(self, now: float) -> list[tuple[float, int]]:
+    def _readings(self, now: float) -> list[tuple[float, int, str]]:
         try:
-            rows = json.loads(self.path.read_text())
-            kept = [(float(at), int(ns)) for at, ns in rows if now - WITHIN_S <= float(at) <= now + 60 and int(ns) > 0]
+            rows = [(float(at), int(ns), str(key)) for at, ns, key in json.loads(self.path.read_text())]
         except (OSError, ValueError, TypeError):
             return []
-        return kept[-KEEP:]
+        return [row for row in rows if now - WITHIN_S <= row[0] <= now + 60 and row[1] > 0][-KEEP:]
 
     def reading(self, now: float | None = None) -> float | None:
         """What the yardstick usually reads here (ns); None while fewer than ``MIN_READINGS`` are remembered."""
-        values = sorted(ns for _, ns in self._readings(time.time() if now is None else now))
+        values = sorted(ns for _, ns, _ in self._readings(time.time() if now is None else now))
         return float(values[int(QUANTILE * (len(values) - 1))]) if len(values) >= MIN_READINGS else None
 
-    def remember(self, readings: Iterable[int], now: float | None = None) -> None:
-        """Adds a question's readings (0: not read, skipped); a store that cannot be written is left as it was."""
+    def remember(self, readings: dict[str, int], now: float | None = None) -> None:
+        """Adds a question's readings, by what was read (an emulation's folder and rank: one asked about again,
+        for another GPU, is not counted twice; 0: not read); a store that cannot be written is left as it was."""
         at = time.time() if now is None else now
-        rows = self._readings(at) + [(at, int(ns)) for ns in readings if ns > 0]
+        rows = self._readings(at)
+        known = {key for _, _, key in rows}
+        rows += [(at, int(ns), key) for key, ns in readings.items() if ns > 0 and key not in known]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile("w", dir=self.path.parent, suffix=".tmp", delete=False) as f:
-                json.dump([[round(a, 1), ns] for a, ns in rows[-KEEP:]], f)
+                json.dump([[round(a, 1), ns, key] for a, ns, key in rows[-KEEP:]], f)
             os.replace(f.name, self.path)  # whole, for a question answered beside this one
         except OSError:
             pass

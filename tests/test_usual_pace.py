@@ -14,17 +14,20 @@ from maya.usual_pace import MIN_READINGS, WITHIN_S, UsualPace
 
 def usual_at(tmp_path: Path, ns: int, count: int = MIN_READINGS) -> UsualPace:
     usual = UsualPace(tmp_path / "pace" / "node.json")
-    usual.remember([ns] * count)
+    usual.remember({f"before#{k}": ns for k in range(count)})
     return usual
 
 
 def test_the_usual_reading_is_a_low_quantile_of_the_last_days_readings(tmp_path):
     usual = UsualPace(tmp_path / "pace" / "node.json")
-    usual.remember([FAST] * (MIN_READINGS - 1))
+    usual.remember({f"quick#{k}": FAST for k in range(MIN_READINGS - 1)})
     assert usual.reading() is None  # too few to judge a question by
-    usual.remember([int(1.6 * FAST)] * 20 + [0])  # a slow stretch; 0: a rank not read
+    usual.remember({f"quick#{k}": FAST for k in range(MIN_READINGS - 1)})  # the same readings, asked again
+    assert usual.reading() is None
+    slow = {f"slow#{k}": int(1.6 * FAST) for k in range(20)}
+    usual.remember(slow | {"not read#0": 0})  # a slow stretch; 0: a rank not read
     assert usual.reading() == FAST  # the quick phases' level holds while a fifth of the readings are quick
-    usual.remember([int(1.6 * FAST)] * 100)
+    usual.remember({f"slower#{k}": int(1.6 * FAST) for k in range(100)})
     assert usual.reading() == int(1.6 * FAST)  # a machine that stays slow becomes the usual
     later = time.time() + WITHIN_S + 120
     assert usual.reading(now=later) is None  # forgotten after a day
@@ -36,11 +39,11 @@ def test_a_broken_or_unwritable_store_leaves_the_question_to_itself(tmp_path):
     store.write_text("{not json")
     usual = UsualPace(store)
     assert usual.reading() is None
-    usual.remember([FAST] * MIN_READINGS)  # a broken store is replaced
+    usual.remember({f"e#{k}": FAST for k in range(MIN_READINGS)})  # a broken store is replaced
     assert usual.reading() == FAST and len(json.loads(store.read_text())) == MIN_READINGS
     blocked = tmp_path / "file"
     blocked.write_text("")
-    UsualPace(blocked / "node.json").remember([FAST])  # its folder cannot be made: no error
+    UsualPace(blocked / "node.json").remember({"e#0": FAST})  # its folder cannot be made: no error
 
 
 def test_the_node_names_the_store(monkeypatch, tmp_path):
