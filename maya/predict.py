@@ -134,7 +134,12 @@ class Prediction:
         emulation = emulation_noise(host) if len(self.emulations_s) <= 1 else 0.0  # several: in their spread
         half = math.hypot(u["method_q90"], spread, host_q90 * host, emulation,
                           u["kernel_q90"] * self.sensitivity.get("estimated", 0.0))
-        return self.step_time_s * max(0.0, 1 - half), self.step_time_s * (1 + half)
+        low = 1 - half
+        if (ratio := self.pace_over_usual or 0.0) > SLOW_PHASE:
+            # Every emulation ran slow: at most, the host's share would shrink by the yardstick's slowdown (the
+            # interpreter slows more than the dispatcher's C code does, so this is the furthest it can be off).
+            low = min(low, 1 - host * (1 - 1 / ratio))
+        return self.step_time_s * max(0.0, low), self.step_time_s * (1 + half)
 
     def to_json(self) -> dict[str, Any]:
         low, high = self.interval_s

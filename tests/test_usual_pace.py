@@ -58,9 +58,13 @@ def test_a_question_slow_throughout_asks_for_its_spares_and_says_so(monkeypatch,
     p, made = ask(monkeypatch, tmp_path, slow, usual=usual)
     assert made == 3 + SPARE and p.slow_phase_s == ()  # none quicker: all kept
     assert p.pace_over_usual == pytest.approx(2.0) and p.to_json()["pace_over_usual"] == pytest.approx(2.0)
+    # Its interval reaches down to where the host's share would be at the usual pace (the step follows its
+    # host 0.8; the yardstick read twice as slow): 1 - 0.8 * (1 - 1/2) of the answer.
+    low, high = p.interval_s
+    assert low == pytest.approx(0.6 * p.step_time_s) and high > p.step_time_s
     # Without the machine's readings the same emulations look calm: two agreeing ones settle it.
     p, made = ask(monkeypatch, tmp_path, slow)
-    assert made == 2 and p.pace_over_usual is None
+    assert made == 2 and p.pace_over_usual is None and p.interval_s[0] > 0.65 * p.step_time_s
 
 
 def test_a_spare_in_a_quick_phase_sets_the_slow_ones_aside(monkeypatch, tmp_path):
