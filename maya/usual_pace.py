@@ -42,10 +42,16 @@ class UsualPace:
     path: Path
 
     @classmethod
-    def here(cls) -> UsualPace:
+    def of(cls, node: str) -> UsualPace:
+        """The store of the machine ``node``."""
         root = os.environ.get("MAYA_CACHE_DIR")
-        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in this_node()) or "node"
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in node) or "node"
         return cls((Path(root) if root else Path.home() / ".cache" / "maya") / "pace" / f"{name}.json")
+
+    @classmethod
+    def here(cls) -> UsualPace:
+        """The store of this machine."""
+        return cls.of(this_node())
 
     def _readings(self, now: float) -> list[tuple[float, int, str]]:
         try:

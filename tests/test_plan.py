@@ -4,6 +4,7 @@ JSON, and the CRD generated from the same schema."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -275,8 +276,30 @@ def test_spare_runs_are_capped_and_a_question_in_slow_phases_keeps_its_quick_run
     assert p["stepTimeSeconds"] == 0.40 and p["emulationsSlowPhaseStepTimeSeconds"] == [0.30, 0.31, 0.32, 0.33]
 
 
+def test_a_program_slow_on_every_run_against_its_nodes_usual_pace_asks_for_its_spares(tmp_path):
+    from maya.usual_pace import MIN_READINGS, UsualPace
+
+    stores = {node: UsualPace(tmp_path / f"{node}.json") for node in ("n1", "n2")}
+    stores["n1"].remember({f"before#{k}": 500 for k in range(MIN_READINGS)})
+    # Each run agrees with the others (the first two within 1% too), all at 1.4 times n1's usual reading.
+    search = Search(parse(doc(**ONE_PROGRAM)), usual=stores.__getitem__)
+    asked = cpu_drive(search, {0: 0.300, 1: 0.301, 2: 0.31, 3: 0.32, 4: 0.33}, dict.fromkeys(range(5), 700))
+    assert asked == [0, 1, 2, 3, 4]  # three wanted, two spares
+    p = search.outcomes()[0][1].prediction
+    assert p["stepTimeSeconds"] == 0.31 and "emulationsSlowPhaseStepTimeSeconds" not in p  # all kept
+    assert p["paceOverUsual"] == pytest.approx(1.4)
+    assert p["stepTimeSecondsLow"] <= 0.31 * (1 - 0.3 * (1 - 1 / 1.4)) + 1e-12  # down to the usual pace's share
+    out = status(choose(search.plan, search.outcomes()), searched=1, emulations=search.emulations,
+                 search=search.method, limit=None)
+    assert out["recommendation"]["paceOverUsual"] == pytest.approx(1.4)
+    assert len(json.loads(stores["n1"].path.read_text())) == MIN_READINGS + 10  # five runs, two ranks each
+    # The same runs on a node with nothing remembered: two that agree settle it, as before.
+    search = Search(parse(doc(**ONE_PROGRAM)), usual=stores.__getitem__)
+    asked = cpu_drive(search, {0: 0.300, 1: 0.301}, {0: 700, 1: 700}, node={0: "n2", 1: "n2"})
+    assert asked == [0, 1] and "paceOverUsual" not in search.outcomes()[0][1].prediction
+
+
 def test_a_run_says_which_node_it_ran_on(tmp_path, monkeypatch):
-    import json
     import socket
 
     from maya.plan.evaluate import run_result

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,16 +172,25 @@ def settled(runs: Sequence[dict[str, dict[str, Any]]]) -> bool:
         agree([float(r[gpu].get("stepTimeSeconds") or 0.0) for r in runs if "error" not in r[gpu]]) for gpu in runs[0])
 
 
-def slow_phase_runs(runs: Sequence[tuple[dict[str, Any], dict[str, dict[str, Any]]]]) -> list[bool]:
+def pace_readings(predictions: dict[str, dict[str, Any]]) -> list[int]:
+    """A run's per-rank readings of the Python yardstick in its steady steps (``steadyPaceNs``; 0: not read)."""
+    p = next((v for v in predictions.values() if "error" not in v), {})
+    return [int(ns) for ns in p.get("steadyPaceNs") or ()]
+
+
+def slow_phase_runs(runs: Sequence[tuple[dict[str, Any], dict[str, dict[str, Any]]]],
+                    usual: Callable[[str], float | None] | None = None) -> list[bool]:
     """Which of one program's runs (result, predictions by GPU) ran in one of the emulating CPU's slow phases, as
     ``maya predict`` judges them (``SLOW_PHASE`` in ``maya/predict.py``): a rank's Python yardstick in its steady
     steps (``steadyPaceNs``), or its probe (``hostProbeNs``), read that many times the quickest of the runs made
-    on the same node.  Runs on other nodes, or on an unknown one, are not compared: their CPUs may differ."""
+    on the same node; with ``usual`` (a node's usual reading, :mod:`maya.usual_pace`), every run of a node whose
+    quickest reading is that many times the usual one.  Runs on other nodes, or on an unknown one, are not
+    compared: their CPUs may differ."""
     from maya.predict import SLOW_PHASE
 
     def readings(predictions: dict[str, dict[str, Any]]) -> tuple[list[float], float]:
         p = next((v for v in predictions.values() if "error" not in v), {})
-        return [float(ns) for ns in p.get("steadyPaceNs") or () if ns], float(p.get("hostProbeNs") or 0.0)
+        return [float(ns) for ns in pace_readings(predictions) if ns], float(p.get("hostProbeNs") or 0.0)
 
     nodes = [str(result.get("node") or "") for result, _ in runs]
     read = [readings(predictions) for _, predictions in runs]
@@ -190,16 +199,21 @@ def slow_phase_runs(runs: Sequence[tuple[dict[str, Any], dict[str, dict[str, Any
         same = [r for n, r in zip(nodes, read, strict=True) if n == node]
         quick_pace = min((ns for ps, _ in same for ns in ps), default=0.0)
         quick_probe = min((pr for _, pr in same if pr > 0), default=0.0)
+        usual_ns = usual(node) if usual is not None and node else None
         out.append(bool(node) and (any(ns > SLOW_PHASE * quick_pace for ns in paces)
-                                   or (probe > 0 and probe > SLOW_PHASE * quick_probe)))
+                                   or (probe > 0 and probe > SLOW_PHASE * quick_probe)
+                                   or bool(usual_ns and quick_pace > SLOW_PHASE * usual_ns)))
     return out
 
 
-def median_prediction(runs: Sequence[dict[str, Any]], slow: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def median_prediction(runs: Sequence[dict[str, Any]], slow: Sequence[dict[str, Any]] = (),
+                      pace_over_usual: float | None = None) -> dict[str, Any]:
     """One GPU's prediction over several emulations of a program: the one of median step time (the lower
     middle for an even count), its interval taking their spread in place of one emulation's noise (as
     ``maya predict`` does), and each one's step time in ``emulationsStepTimeSeconds``; those of the runs set
-    aside as made in a slow phase (``slow``) in ``emulationsSlowPhaseStepTimeSeconds``."""
+    aside as made in a slow phase (``slow``) in ``emulationsSlowPhaseStepTimeSeconds``.  ``pace_over_usual``:
+    every run read the yardstick that many times its node's usual pace (``paceOverUsual``), and the interval
+    reaches down to the host's share at the usual pace, as ``maya predict``'s does."""
     from maya.predict import emulation_noise
 
     ok = sorted((p for p in runs if "error" not in p and p.get("stepTimeSeconds")), key=lambda p: p["stepTimeSeconds"])
@@ -218,4 +232,9 @@ def median_prediction(runs: Sequence[dict[str, Any]], slow: Sequence[dict[str, A
         noise = emulation_noise(float(best.get("hostSensitivity") or 0.0))
         half = math.hypot(math.sqrt(max(0.0, single**2 - noise**2)), (max(times) - min(times)) / 2 / step)
         best["stepTimeSecondsLow"], best["stepTimeSecondsHigh"] = step * max(0.0, 1 - half), step * (1 + half)
+    if pace_over_usual:
+        best["paceOverUsual"] = pace_over_usual
+        host = float(best.get("hostSensitivity") or 0.0)
+        low = step * max(0.0, 1 - host * (1 - 1 / pace_over_usual))
+        best["stepTimeSecondsLow"] = min(float(best.get("stepTimeSecondsLow") or step), low)
     return best

@@ -24,6 +24,7 @@ from maya.plan.evaluate import predict_gpus, run_result
 from maya.plan.search import Request, Search, skipped_outcomes
 from maya.plan.spec import Plan
 from maya.plan.status import status
+from maya.usual_pace import UsualPace
 
 
 @dataclass
@@ -84,7 +85,7 @@ def plan_locally(plan: Plan, cwd: Path, *, cache: Cache | None = None, progress:
     cache = cache or Cache()
     say = progress or (lambda _msg: None)
     started = time.monotonic()
-    search = Search(plan)
+    search = Search(plan, usual=UsualPace.of)
     library = find_library()
     keys: dict[tuple[Any, str, int], str] = {}
     say(f"{len(search.candidates)} candidates ({len(search.skipped)} skipped); search: {search.method}")

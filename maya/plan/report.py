@@ -94,6 +94,9 @@ def print_report(status: dict[str, Any], deadline_steps: int | None, console: Co
     if aside := rec.get("emulationsSlowPhaseStepTimeSeconds"):
         console.print(f"  set aside {len(aside)} emulation(s) made in a slow phase of the emulating CPU: "
                       + ", ".join(f"{_ms(s)}" for s in aside) + " ms", markup=False)
+    if over := rec.get("paceOverUsual"):
+        console.print(f"  note: every emulation ran in a slow phase of the emulating CPU (Python at {over:.2f} "
+                      "times its usual pace): the step may be long; plan again later", markup=False)
     for line in device_value_lines(rec.get("deviceValues")):
         console.print(f"  {line}", markup=False)
     if up is not None:

@@ -177,6 +177,10 @@ CANDIDATE_SCHEMA: dict[str, Any] = {
         "emulationsSlowPhaseStepTimeSeconds": {
             "type": "array", "items": {"type": "number"},
             "description": "The step times of emulations set aside: made in a slow phase of their node's CPU."},
+        "paceOverUsual": {
+            "type": "number",
+            "description": "Every emulation read the Python yardstick this many times its node's usual pace: all "
+                           "ran in a slow phase of the CPU, and the step may be long (maya plan only)."},
         "peakMemoryBytes": {"type": ["integer", "null"]},
         "capacityBytes": {"type": "integer"},
         "costPerStepUSD": _NUMBER_OR_NULL,

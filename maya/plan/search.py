@@ -18,7 +18,12 @@ emulation says its step follows its host is emulated again (``run`` 1, 2 of
 the same program and GPU, :func:`maya.plan.evaluate.runs_wanted`) and its
 candidates judged on the median (:func:`maya.plan.evaluate.median_prediction`)
 of the runs not made in a slow phase of their node's CPU
-(:func:`maya.plan.evaluate.slow_phase_runs`; ``SPARE`` more at most).
+(:func:`maya.plan.evaluate.slow_phase_runs`; ``SPARE`` more at most).  Given
+what the yardstick usually reads on a node (``usual``, :mod:`maya.usual_pace`:
+the local ``maya plan``), a program whose every run read slow against it
+asks for its spares too.  The operator gives none: its reconciles rebuild the
+search from the Jobs each time and must decide alike, which a store that
+grows between them would not.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from maya.plan.evaluate import (
     first_buckets,
     median_prediction,
     memory_verdict,
+    pace_readings,
     peak_bytes,
     runs_wanted,
     settled,
@@ -41,6 +47,7 @@ from maya.plan.evaluate import (
     usable_bytes,
 )
 from maya.plan.spec import Plan
+from maya.usual_pace import UsualPace
 
 
 @dataclass(frozen=True)
@@ -63,8 +70,9 @@ class _Done:
 
 
 class Search:
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, usual: Callable[[str], UsualPace] | None = None) -> None:
         self.plan = plan
+        self.usual = usual  # a node's remembered yardstick readings (None: runs judged among themselves)
         self.candidates, self.skipped = enumerate_candidates(plan)
         self.program = {c: program_of(plan, c) for c in self.candidates}
         self._groups: dict[tuple[Program, str], list[Candidate]] = {}
@@ -145,7 +153,7 @@ class Search:
             runs = self._runs(program, gpu)
             if None in runs:
                 continue  # the one running decides whether another is needed
-            kept, slow = self._counted([d for d in runs if d is not None])
+            kept, slow = self._counted([d for d in runs if d is not None], by_usual=wanted > 1)
             if (len(kept) >= wanted or len(runs) >= wanted + min(len(slow), SPARE)
                     or settled([d.predictions for d in kept])):
                 continue
@@ -157,16 +165,27 @@ class Search:
         more = sorted((run, d) for (p, g, run), d in self.again.items() if (p, g) == (program, gpu))
         return [self.done.get((program, gpu)), *(d for _run, d in more)]
 
-    def _counted(self, runs: list[_Done]) -> tuple[list[_Done], list[_Done]]:
+    def _counted(self, runs: list[_Done], by_usual: bool = True) -> tuple[list[_Done], list[_Done]]:
         """Of the completed runs, those that count and those made in a slow phase of their node's CPU
-        (:func:`maya.plan.evaluate.slow_phase_runs`); none is slow where the plan fixes the number of runs
-        (``emulation.repeats``)."""
+        (:func:`maya.plan.evaluate.slow_phase_runs`, against the node's usual pace too where ``by_usual``: a
+        host-sensitive program); none is slow where the plan fixes the number of runs (``emulation.repeats``)."""
         ok = [d for d in runs if d.result["status"] == "ok" and d.predictions]
         if self.plan.repeats is not None:
             return ok, []
-        slow = slow_phase_runs([(d.result, d.predictions) for d in ok])
+        slow = slow_phase_runs([(d.result, d.predictions) for d in ok], self._usual_reading if by_usual else None)
         return [d for d, aside in zip(ok, slow, strict=True) if not aside], [d for d, aside in zip(ok, slow, strict=True)
                                                                              if aside]
+
+    def _usual_reading(self, node: str) -> float | None:
+        return self.usual(node).reading() if self.usual is not None else None
+
+    def _over_usual(self, runs: list[_Done]) -> float | None:
+        """The runs' quickest yardstick reading over their node's usual one (the first run's node)."""
+        node = str(runs[0].result.get("node") or "") if runs else ""
+        usual = self._usual_reading(node) if node else None
+        quickest = min((ns for d in runs if d.result.get("node") == node for ns in pace_readings(d.predictions)
+                        if ns), default=0)
+        return quickest / usual if usual and quickest else None
 
     def running(self, req: Request) -> None:
         """``req`` is running (the operator found its Job still at work)."""
@@ -216,6 +235,9 @@ class Search:
         done = _Done(result, predictions, key, reused, req.predict_for)
         self.emulations["reused" if reused else "ran"] += 1
         self.emulations["failed"] += result["status"] == "failed"
+        if self.usual is not None and key and result.get("node") and result["status"] == "ok":
+            self.usual(str(result["node"])).remember(
+                {f"{key}#{r}": ns for r, ns in enumerate(pace_readings(predictions))})
         if req.run:  # a further run only adds its predictions to the median
             self.again[(req.program, req.gpu, req.run)] = done
             return
@@ -280,9 +302,13 @@ class Search:
         if not first or len(runs) < 2:
             return first
         kept, slow = self._counted(runs)
+        over = None
         if not kept:  # every one ran in a slow phase: none is slower than the others
             kept, slow = runs, []
-        return median_prediction([d.predictions[gpu] for d in kept], [d.predictions[gpu] for d in slow])
+            from maya.predict import SLOW_PHASE
+
+            over = ratio if (ratio := self._over_usual(runs)) and ratio > SLOW_PHASE else None
+        return median_prediction([d.predictions[gpu] for d in kept], [d.predictions[gpu] for d in slow], over)
 
     def outcomes(self) -> list[tuple[Candidate, Outcome]]:
         return [(c, self.outcome(c)) for c in self.candidates]

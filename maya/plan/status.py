@@ -37,6 +37,8 @@ def candidate_json(row: Row) -> dict[str, Any]:
         out["emulationsStepTimeSeconds"] = times
     if aside := o.prediction.get("emulationsSlowPhaseStepTimeSeconds"):
         out["emulationsSlowPhaseStepTimeSeconds"] = aside
+    if over := o.prediction.get("paceOverUsual"):
+        out["paceOverUsual"] = over
     if o.device_values:
         out["deviceValues"] = o.device_values
     return out
