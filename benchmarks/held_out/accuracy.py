@@ -282,6 +282,7 @@ def questions(w: Workload, truths: list[Truth], work: Path, steps: int, timeout_
         ok = [p for p in preds if p is not None]
         repeatability.append({"workload": w.name, "gpu": t.gpu, "gpus": t.gpus, "predicted_s": preds,
                               "emulations": [len(r.get("emulations_s") or ()) for r in answers],
+                              "pace_over_usual": [r.get("pace_over_usual") for r in answers],
                               "spread": repeat_spread(ok) if len(ok) > 1 else None,
                               "errors": [error(p, t.step_s) for p in preds]})
         print(f"{w.name:20} {t.gpu:15} x{t.gpus}  asked {len(preds)} times: "
