@@ -449,16 +449,19 @@ def _rank0(summary: dict[str, Any]) -> dict[str, Any]:
 def steady_pace(trace: Trace, samples: Sequence[Sequence[int]],
                 found: tuple[Steps, list[int]] | None = None) -> int:
     """The median of the Python yardstick's ``samples`` ([trace clock ns, chunk ns], maya/_hook/_maya_pace.py)
-    taken during the rank's steady steps (``found``: :func:`trace_steps` of the trace, where already known); 0
-    where fewer than ``MIN_SAMPLES`` fell there."""
+    taken during the rank's steady steps (``found``: :func:`trace_steps` of the trace, where already known).
+    Steady steps shorter than ``MIN_SAMPLES`` samples (a small job's few steps: a tenth of a second) take the
+    ``MIN_SAMPLES`` taken nearest them, the CPU's phases lasting seconds or more; 0 where there are fewer."""
     try:
         steps, records = found or trace_steps(trace)
     except NoIterations:
         return 0
     t = trace.records["t_ns"]
     lo, hi = int(t[records[steps.starts[0]]]), int(t[records[steps.starts[-1] + steps.period - 1]])
-    inside = sorted(int(ns) for at, ns in samples if lo <= at <= hi)
-    return inside[len(inside) // 2] if len(inside) >= MIN_SAMPLES else 0
+    nearest = sorted(samples, key=lambda s: max(lo - int(s[0]), int(s[0]) - hi, 0))
+    inside = [int(ns) for at, ns in nearest if lo <= at <= hi]
+    chosen = sorted(inside if len(inside) >= MIN_SAMPLES else [int(ns) for _, ns in nearest[:MIN_SAMPLES]])
+    return chosen[len(chosen) // 2] if len(chosen) >= MIN_SAMPLES else 0
 
 
 def _paces(folder: Path, traces: list[Trace], rank0: tuple[Steps, list[int]]) -> tuple[int, ...]:

@@ -13,7 +13,8 @@ samples a yardstick of plain Python from a thread of the job's process,
 every ``INTERVAL_S`` once the program has started CUDA (:class:`Sampler`),
 each sample stamped with the trace clock and left out of it, as the hook's
 other work is.  The prediction takes the median of the samples that fell in
-each rank's steady steps (:func:`maya.predict.steady_pace`).  A sample is
+each rank's steady steps, or nearest them where those are too short
+(:func:`maya.predict.steady_pace`).  A sample is
 taken just after the thread wakes, among the job's own work: a reading taken
 otherwise (in a loop of its own, as a process starts) reads 15-25% quicker
 and is no reference for them.
