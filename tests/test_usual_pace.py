@@ -90,3 +90,19 @@ def test_a_device_bound_or_repeated_question_is_not_judged_by_the_machine(monkey
     runs = [run(0.130 + k / 1000, [2 * FAST]) for k in range(3)]
     p, made = ask(monkeypatch, tmp_path, runs, usual=usual, repeat=2)
     assert made == 2 and p.pace_over_usual is None
+
+
+def test_maya_predict_says_when_every_emulation_ran_slow(monkeypatch, tmp_path, capsys):
+    from maya import cli, predict
+
+    monkeypatch.setenv("MAYA_CACHE_DIR", str(tmp_path / "cache"))
+    UsualPace.here().remember({f"before#{k}": FAST for k in range(MIN_READINGS)})
+    slow = iter([run(0.130 + k / 1000, [2 * FAST]) for k in range(5)])
+    by_folder: dict[Path, object] = {}
+    monkeypatch.setattr(cli, "_cmd_emulate", lambda args, command: 0)
+    monkeypatch.setattr(predict, "predict_folder", lambda folder, gpu, **_: by_folder.setdefault(folder, next(slow)))
+    out_dir = tmp_path / "out"
+    assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--out", str(out_dir), "--", "python", "train.py"]) == 0
+    out = capsys.readouterr().out
+    assert len(by_folder) == 3 + SPARE and "median of 5 emulations" in out
+    assert "every emulation ran its steps in a slow phase of the emulating CPU (Python at 2.00 times" in out
