@@ -22,8 +22,11 @@ $(VENV)/.created:
 
 # torch==2.11.0 (with its nvidia-* wheels, whose headers the interposer builds
 # against) comes from PyPI through the project's dependencies.
+# A download cut off on the way (the CUDA wheels are large) is resumed, and the install tried once more
+# after a pause: wheels already fetched come from pip's cache.
 $(VENV)/.installed: $(VENV)/.created pyproject.toml
-	$(VPY) -m pip install -e '.[dev]'
+	$(VPY) -m pip install --resume-retries 20 -e '.[dev]' || \
+	  { sleep 30; $(VPY) -m pip install --resume-retries 20 -e '.[dev]'; }
 	touch $@
 
 # The interposer's own Makefile is incremental.
