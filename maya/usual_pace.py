@@ -61,7 +61,10 @@ class UsualPace:
         return [row for row in rows if now - WITHIN_S <= row[0] <= now + 60 and row[1] > 0][-KEEP:]
 
     def reading(self, now: float | None = None) -> float | None:
-        """What the yardstick usually reads here (ns); None while fewer than ``MIN_READINGS`` are remembered."""
+        """What the yardstick usually reads here (ns); None while fewer than ``MIN_READINGS`` are remembered, or
+        with ``MAYA_USUAL_PACE=0`` (answers that must not depend on the questions asked before: the tests)."""
+        if os.environ.get("MAYA_USUAL_PACE") == "0":
+            return None
         values = sorted(ns for _, ns, _ in self._readings(time.time() if now is None else now))
         return float(values[int(QUANTILE * (len(values) - 1))]) if len(values) >= MIN_READINGS else None
 

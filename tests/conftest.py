@@ -26,6 +26,9 @@ def session_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MAYA_CACHE_DIR", str(tmp_path_factory.mktemp("maya-cache-session")))
         mp.setenv("MAYA_HOST_PROBE_NS", str(cpu_probe.reference_ns()))
+        # Each answer from its own emulations alone: a test's earlier questions must not move its later ones
+        # (tests/test_usual_pace.py turns it back on).
+        mp.setenv("MAYA_USUAL_PACE", "0")
         yield
 
 

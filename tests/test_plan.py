@@ -276,8 +276,10 @@ def test_spare_runs_are_capped_and_a_question_in_slow_phases_keeps_its_quick_run
     assert p["stepTimeSeconds"] == 0.40 and p["emulationsSlowPhaseStepTimeSeconds"] == [0.30, 0.31, 0.32, 0.33]
 
 
-def test_a_program_slow_on_every_run_against_its_nodes_usual_pace_asks_for_its_spares(tmp_path):
+def test_a_program_slow_on_every_run_against_its_nodes_usual_pace_asks_for_its_spares(tmp_path, monkeypatch):
     from maya.usual_pace import MIN_READINGS, UsualPace
+
+    monkeypatch.delenv("MAYA_USUAL_PACE", raising=False)
 
     stores = {node: UsualPace(tmp_path / f"{node}.json") for node in ("n1", "n2")}
     stores["n1"].remember({f"before#{k}": 500 for k in range(MIN_READINGS)})

@@ -26,6 +26,7 @@ import pytest
 from emulated import requires_library
 
 from maya import catalog, cli
+from maya.predict import SPARE
 from maya.predictor.replay.network import AnalyticalNccl, Collective, Fabric, MeasuredNccl, collective_model
 from maya.predictor.replay.simulator import SimulationError, simulate
 from maya.predictor.trace import Flag, Kind, TraceWriter, read_trace
@@ -434,16 +435,18 @@ def test_maya_predict_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     events = json.loads(timeline.read_text())["traceEvents"]
     assert any(e.get("cat") == "BLAS" for e in events)
     # A step of microsecond kernels follows its host: emulated again (a third time where the two disagree by
-    # more than 1%), the median kept.
-    each = out["emulations_step_time_s"]
-    assert out["sensitivity"]["host"] >= 0.5 and len(each) in (2, 3)
-    assert (len(each) == 2) == (max(each[:2]) <= 1.01 * min(each[:2]))
+    # more than 1%), the median kept; one run in a slow phase of the emulating CPU is set aside and replaced.
+    each, aside = out["emulations_step_time_s"], out["emulations_slow_phase_step_time_s"]
+    assert out["sensitivity"]["host"] >= 0.5 and len(each) in (1, 2, 3) and len(each) + len(aside) <= 3 + SPARE
+    if not aside:
+        assert len(each) in (2, 3) and (len(each) == 2) == (max(each[:2]) <= 1.01 * min(each[:2]))
     assert out["step_time_s"] == sorted(each)[(len(each) - 1) // 2]
-    assert all((tmp_path / "out" / f"run{k}" / "summary.json").is_file() for k in range(1, len(each)))
+    made = len(each) + len(aside)
+    assert all((tmp_path / "out" / f"run{k}" / "summary.json").is_file() for k in range(1, made))
     # Replaying the first emulation again gives its answer; a folder without traces is refused.
     assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--json", "--from", str(tmp_path / "out")]) == 0
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert again["step_time_s"] == out["emulations_step_time_s"][0]
+    assert again["step_time_s"] in each[:1] + aside[:1]  # the first emulation: counted, or set aside
     assert set(out["sensitivity"]) == {"host", "estimated"}
     assert out["step_time_low_s"] < out["step_time_s"] < out["step_time_high_s"]
     assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--from", str(tmp_path / "out")]) == 0

@@ -12,6 +12,19 @@ from maya.predict import SLOW_PHASE, SPARE
 from maya.usual_pace import MIN_READINGS, WITHIN_S, UsualPace
 
 
+@pytest.fixture(autouse=True)
+def judged_by_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MAYA_USUAL_PACE", raising=False)  # the test suite turns it off elsewhere
+
+
+def test_maya_usual_pace_0_turns_it_off(monkeypatch, tmp_path):
+    usual = UsualPace(tmp_path / "pace" / "node.json")
+    usual.remember({f"e#{k}": FAST for k in range(MIN_READINGS)})
+    assert usual.reading() == FAST
+    monkeypatch.setenv("MAYA_USUAL_PACE", "0")
+    assert usual.reading() is None
+
+
 def usual_at(tmp_path: Path, ns: int, count: int = MIN_READINGS) -> UsualPace:
     usual = UsualPace(tmp_path / "pace" / "node.json")
     usual.remember({f"before#{k}": ns for k in range(count)})
