@@ -134,11 +134,7 @@ class Prediction:
         emulation = emulation_noise(host) if len(self.emulations_s) <= 1 else 0.0  # several: in their spread
         half = math.hypot(u["method_q90"], spread, host_q90 * host, emulation,
                           u["kernel_q90"] * self.sensitivity.get("estimated", 0.0))
-        low = 1 - half
-        if (ratio := self.pace_over_usual or 0.0) > SLOW_PHASE:
-            # Every emulation ran slow: at most, the host's share would shrink by the yardstick's slowdown (the
-            # interpreter slows more than the dispatcher's C code does, so this is the furthest it can be off).
-            low = min(low, 1 - host * (1 - 1 / ratio))
+        low = min(1 - half, slow_throughout_low(host, self.pace_over_usual))
         return self.step_time_s * max(0.0, low), self.step_time_s * (1 + half)
 
     def to_json(self) -> dict[str, Any]:
@@ -152,6 +148,16 @@ class Prediction:
                 "pace_over_usual": self.pace_over_usual, "sensitivity": self.sensitivity,
                 "collective_models": self.collective_models, "approximated": self.approximated,
                 "device_values": self.device_values}
+
+
+def slow_throughout_low(host_sensitivity: float, pace_over_usual: float | None) -> float:
+    """How low (relative to the answer) a step following its host by ``host_sensitivity`` can be when every
+    emulation read the yardstick ``pace_over_usual`` times its machine's usual pace (over ``SLOW_PHASE``; else
+    1: no bound): the host's share shrunk by the yardstick's whole slowdown, the furthest it can be off, as the
+    interpreter slows more than the dispatcher's C code does."""
+    if not pace_over_usual or pace_over_usual <= SLOW_PHASE:
+        return 1.0
+    return 1 - host_sensitivity * (1 - 1 / pace_over_usual)
 
 
 def emulation_noise(host_sensitivity: float) -> float:
@@ -392,9 +398,9 @@ def predict_asked(first: Path, gpu: str, further: Callable[[int], Path], *, repe
     def calm() -> list[Path]:
         if repeat is not None:
             return list(runs)
-        if (over_usual() or 0.0) > SLOW_PHASE:  # every one so far ran in a slow phase of this machine
-            return []
         quickest = quickest_pace(runs.values())
+        if quickest and usual_ns and quickest > SLOW_PHASE * usual_ns:  # every one so far ran in a slow phase
+            return []
         return [f for f, run in runs.items() if not slow_phase(run, quickest)]
 
     def steady_probes() -> None:

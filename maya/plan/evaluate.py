@@ -172,10 +172,14 @@ def settled(runs: Sequence[dict[str, dict[str, Any]]]) -> bool:
         agree([float(r[gpu].get("stepTimeSeconds") or 0.0) for r in runs if "error" not in r[gpu]]) for gpu in runs[0])
 
 
+def _predicted(predictions: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A run's first prediction without an error (its CPU readings are the same for every GPU); {}: none."""
+    return next((v for v in predictions.values() if "error" not in v), {})
+
+
 def pace_readings(predictions: dict[str, dict[str, Any]]) -> list[int]:
     """A run's per-rank readings of the Python yardstick in its steady steps (``steadyPaceNs``; 0: not read)."""
-    p = next((v for v in predictions.values() if "error" not in v), {})
-    return [int(ns) for ns in p.get("steadyPaceNs") or ()]
+    return [int(ns) for ns in _predicted(predictions).get("steadyPaceNs") or ()]
 
 
 def slow_phase_runs(runs: Sequence[tuple[dict[str, Any], dict[str, dict[str, Any]]]],
@@ -189,20 +193,20 @@ def slow_phase_runs(runs: Sequence[tuple[dict[str, Any], dict[str, dict[str, Any
     from maya.predict import SLOW_PHASE
 
     def readings(predictions: dict[str, dict[str, Any]]) -> tuple[list[float], float]:
-        p = next((v for v in predictions.values() if "error" not in v), {})
-        return [float(ns) for ns in pace_readings(predictions) if ns], float(p.get("hostProbeNs") or 0.0)
+        return ([float(ns) for ns in pace_readings(predictions) if ns],
+                float(_predicted(predictions).get("hostProbeNs") or 0.0))
 
     nodes = [str(result.get("node") or "") for result, _ in runs]
     read = [readings(predictions) for _, predictions in runs]
+    usual_ns = {n: usual(n) for n in set(nodes) if n} if usual is not None else {}  # one store read a node
     out = []
     for node, (paces, probe) in zip(nodes, read, strict=True):
         same = [r for n, r in zip(nodes, read, strict=True) if n == node]
         quick_pace = min((ns for ps, _ in same for ns in ps), default=0.0)
         quick_probe = min((pr for _, pr in same if pr > 0), default=0.0)
-        usual_ns = usual(node) if usual is not None and node else None
+        slow_node = bool((u := usual_ns.get(node)) and quick_pace > SLOW_PHASE * u)
         out.append(bool(node) and (any(ns > SLOW_PHASE * quick_pace for ns in paces)
-                                   or (probe > 0 and probe > SLOW_PHASE * quick_probe)
-                                   or bool(usual_ns and quick_pace > SLOW_PHASE * usual_ns)))
+                                   or (probe > 0 and probe > SLOW_PHASE * quick_probe) or slow_node))
     return out
 
 
@@ -214,7 +218,7 @@ def median_prediction(runs: Sequence[dict[str, Any]], slow: Sequence[dict[str, A
     aside as made in a slow phase (``slow``) in ``emulationsSlowPhaseStepTimeSeconds``.  ``pace_over_usual``:
     every run read the yardstick that many times its node's usual pace (``paceOverUsual``), and the interval
     reaches down to the host's share at the usual pace, as ``maya predict``'s does."""
-    from maya.predict import emulation_noise
+    from maya.predict import emulation_noise, slow_throughout_low
 
     ok = sorted((p for p in runs if "error" not in p and p.get("stepTimeSeconds")), key=lambda p: p["stepTimeSeconds"])
     aside = [float(p["stepTimeSeconds"]) for p in slow if "error" not in p and p.get("stepTimeSeconds")]
@@ -234,7 +238,6 @@ def median_prediction(runs: Sequence[dict[str, Any]], slow: Sequence[dict[str, A
         best["stepTimeSecondsLow"], best["stepTimeSecondsHigh"] = step * max(0.0, 1 - half), step * (1 + half)
     if pace_over_usual:
         best["paceOverUsual"] = pace_over_usual
-        host = float(best.get("hostSensitivity") or 0.0)
-        low = step * max(0.0, 1 - host * (1 - 1 / pace_over_usual))
+        low = step * max(0.0, slow_throughout_low(float(best.get("hostSensitivity") or 0.0), pace_over_usual))
         best["stepTimeSecondsLow"] = min(float(best.get("stepTimeSecondsLow") or step), low)
     return best
