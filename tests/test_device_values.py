@@ -116,13 +116,18 @@ for e in hit:
     idx, top_x = torch.where(mask[e].squeeze(0))
     sizes.append(top_x.shape[0])
 every = [torch.where(mask[e])[1].shape[0] for e in range(E)]
+rows, cols = torch.where(mask[0])
+host_rows, host_cols = torch.where(F.one_hot(selected.cpu(), num_classes=E).permute(2, 1, 0)[0])
+layout = {"contiguous": rows.is_contiguous() and cols.is_contiguous(), "hit_strides": list(hit.stride()),
+          "agree": torch.equal(rows.cpu(), host_rows) and torch.equal(cols.cpu(), host_cols)}
+del rows, cols
 counts = mask.sum(dim=(1, 2)).int().tolist()
 offsets = torch.cumsum(torch.bincount(selected.flatten(), minlength=E), 0).tolist()
 top1 = torch.argmax(logits, dim=-1)[:10].tolist()
 del logits, weights, selected, mask, hit, e, idx, top_x
 gc.collect()
 print(json.dumps({"hit": len(sizes), "sizes": sizes, "every": every, "counts": counts, "offsets": offsets,
-                  "top1": top1, "wrapped_after": "__getitem__" in torch.Tensor.__dict__}))
+                  "top1": top1, "layout": layout, "wrapped_after": "__getitem__" in torch.Tensor.__dict__}))
 """
 
 
@@ -137,6 +142,8 @@ def test_a_routers_choice_and_what_is_computed_from_it_agree(tmp_path: Path) -> 
     assert out["hit"] == 8 and out["sizes"] == counts and out["every"] == counts  # torch.where per expert agrees
     assert out["offsets"] == [sum(counts[:i + 1]) for i in range(8)]  # cumsum of the bincount of the choice
     assert all(0 <= e < 8 for e in out["top1"]) and len(set(out["top1"])) > 1
+    # laid out as CUDA's nonzero lays out its indices (transposed), so torch.where's are contiguous
+    assert out["layout"] == {"contiguous": True, "hit_strides": [1, 8], "agree": True}
     assert out["wrapped_after"] is False  # no known values left: Tensor's methods are its own again
     assumed = {(a["operation"], a["where"]): a["count"] for a in r.rank0["device_values"]["assumed"]}
     assert assumed[("topk", "script.py:6")] == 1 and assumed[("nonzero", "script.py:11")] == 8

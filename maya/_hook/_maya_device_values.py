@@ -106,11 +106,15 @@ _untimed = _Untimed()
 
 
 def _is_known(t: Any) -> bool:
-    """Whether the device tensor ``t``'s values were written here (it may be a view of such a tensor)."""
+    """Whether the device tensor ``t``'s values were written here (it may be a view of such a tensor).  By its
+    storage, in one look-up: the wrappers that ask run among the program's own host work, where a scan of
+    every known storage (a router's indices, kept for the backward, are dozens) counted as the program's."""
     if not _known or not isinstance(t, _torch.Tensor) or not t.is_cuda:
         return False
-    p = t.data_ptr()
-    return any(start <= p < end for start, end in _known.items())
+    try:
+        return t.untyped_storage().data_ptr() in _known
+    except RuntimeError:  # no storage: a sparse tensor
+        return False
 
 
 def _remember(t: Any) -> None:
@@ -403,15 +407,17 @@ def _wrap_fill(original: Any, value: int) -> Any:
 def _known_nonzero(input: Any, as_tuple: bool) -> Any:
     """``nonzero`` of known values: what the device does (a count, a blocking copy of it to the host, the write
     of the indices), with the indices computed on the host.  The real operation would size its output from a
-    count no kernel computed."""
+    count no kernel computed.  The indices are laid out as CUDA's ``nonzero`` lays them out, one row per
+    dimension, transposed: ``torch.where``'s index tensors are then contiguous, and what indexes with them
+    (a gather, ``index_add_``) launches the kernels it does on a GPU."""
     with _untimed:
         found = _torch.nonzero(_alias(input))
     count = _torch.count_nonzero(input)
     count.cpu()
-    out = _torch.empty(found.shape, dtype=_torch.int64, device=input.device)
-    out.zero_()
+    out = _torch.zeros((found.shape[1], found.shape[0]), dtype=_torch.int64, device=input.device)
     with _untimed:
-        _write(out, found)
+        _write(out, found.t())
+    out = out.t()
     assumed[("nonzero", _site())] += 1
     return out.unbind(1) if as_tuple else out
 
