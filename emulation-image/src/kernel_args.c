@@ -64,6 +64,16 @@ static const int max_tensors[5] = {110, 64, 48, 36, 30};
 static const int max_tensors_scalarlist[5] = {96, 64, 48, 36, 30};
 #define LISTS_OUT_OF_RANGE "kernel arguments: tensor list metadata out of range, not recorded"
 
+/* PyTorch's torch.cat kernels (CatArrayBatchedCopy and its _contig, _vectorized and _alignedK_contig forms) take
+ * the inputs of one launch as a struct by value, CatArrInputTensorMetadata<T, IndexType, batch_size, stride_size>:
+ * batch_size input addresses, then IndexType offset[], dimSize[] and nElements[], one per input.  The grid's y is
+ * the inputs this launch copies; its x is capped at a few blocks per SM whatever their size, so the launch does
+ * not say how much it moves.  Such a launch records, in place of integer arguments, the elements of its inputs
+ * (the sum of nElements over grid y), how many inputs, and the element's bytes (T is OpaqueType<bytes>).
+ * Layout of torch 2.11's Shape.cu, IndexType unsigned int (parallel_cat's). */
+#define CAT_KERNEL "void at::native::(anonymous namespace)::CatArrayBatchedCopy"
+#define CAT_OUT_OF_RANGE "kernel arguments: torch.cat metadata out of range, not recorded"
+
 #define UNSPLIT "kernel arguments: demangled signature not split, integer arguments not recorded"
 #define OUT_OF_RANGE "kernel arguments: parameter index beyond the signature, integer arguments not recorded"
 
@@ -123,6 +133,19 @@ static void lists_layout(const char *p, maya_func *f) {
     f->lists.block_to_chunk = (uint16_t)(f->lists.block_to_tensor + LISTS_MAX_BLOCKS);  /* 320: 4-aligned */
 }
 
+/* The cat metadata layout named by a CatArrayBatchedCopy kernel's template arguments (`t`: after its '<')
+ * into f->cat: <OpaqueType<bytes>, unsigned int, Dims, batch_size, ...>; left 0 for another layout. */
+static void cat_layout(const char *t, maya_func *f) {
+    static const char ns[] = "at::native::(anonymous namespace)::";
+    if (starts_with(t, ns)) t += sizeof ns - 1;
+    unsigned bytes = 0;
+    int dims = 0, batch = 0, used = 0;
+    if (sscanf(t, "OpaqueType<%uu>, unsigned int, %d, %d,%n", &bytes, &dims, &batch, &used) != 3 || !used) return;
+    if (bytes < 1 || bytes > 16 || batch < 1 || batch > 1024) return;
+    f->cat.batch = (uint16_t)batch;
+    f->cat.bytes = (uint8_t)bytes;
+}
+
 static int unsplit(maya_func *f) {
     f->n_ints = 0;
     f->n_params = -1;
@@ -150,6 +173,11 @@ int maya_kernel_integer_params(const char *demangled, maya_func *f) {
     f->attention = attention_kind(demangled + open + 1);
     memset(&f->lists, 0, sizeof f->lists);
     if (starts_with(demangled, LISTS_KERNEL)) lists_layout(demangled + open + 1, f);
+    memset(&f->cat, 0, sizeof f->cat);
+    if (starts_with(demangled, CAT_KERNEL)) {
+        const char *t = strchr(demangled + sizeof CAT_KERNEL - 1, '<');
+        if (t && t < demangled + open) cat_layout(t + 1, f);
+    }
     int index = 0, n = 0;
     uint16_t where[MAYA_KERNEL_INTS] = {0};
     uint8_t size_of[MAYA_KERNEL_INTS] = {0};
@@ -261,8 +289,24 @@ out_of_range:
     return 0;
 }
 
-int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t blocks, uint64_t *out) {
+/* A torch.cat launch's words (see CAT_KERNEL) into out: elements, inputs, element bytes; returns 3, or 0
+ * out of range. */
+static int cat_work(const maya_func *f, const unsigned char *m, uint64_t inputs, uint64_t *out) {
+    if (inputs < 1 || inputs > f->cat.batch) {
+        maya_approximated(CAT_OUT_OF_RANGE);
+        return 0;
+    }
+    size_t counts = (size_t)f->cat.batch * (8 + 4 + 4);  /* after the addresses, offsets and dimSizes */
+    uint64_t elements = 0;
+    for (uint64_t i = 0; i < inputs; i++) elements += (uint32_t)word32(m, counts + 4 * i);
+    out[0] = elements, out[1] = inputs, out[2] = f->cat.bytes;
+    return 3;
+}
+
+int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t blocks, uint64_t grid_y, uint64_t *out) {
     if (!args) return 0;
+    if (f->cat.batch && f->n_params >= 2)
+        return args[1] ? cat_work(f, args[1], grid_y, out) : 0;
     if (f->lists.depth && f->n_params >= 1)
         return args[0] ? lists_work(f, args[0], blocks, out) : 0;
     if (f->attention && f->n_params >= 1)

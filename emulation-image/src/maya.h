@@ -212,6 +212,9 @@ typedef struct maya_func {
     /* PyTorch's multi_tensor_apply kernels (foreach ops, fused optimizers): where their by-value tensor
      * list metadata keeps what each block works on (kernel_args.c); depth 0 for other kernels. */
     struct { uint16_t depth, tensors, numel, block_to_tensor, block_to_chunk; } lists;
+    /* PyTorch's torch.cat kernels: the inputs their by-value metadata has room for, and the element's bytes
+     * (kernel_args.c); batch 0 for other kernels. */
+    struct { uint16_t batch; uint8_t bytes; } cat;
     /* What Maya's start-up hook worked out from an Inductor Triton kernel's source (maya_kernel_facts),
      * recorded as the launch's integer arguments: a Triton kernel's signature is no C++ name. */
     int n_facts;
@@ -230,10 +233,10 @@ void maya_record_launch(maya_call c, maya_func *f, unsigned gx, unsigned gy, uns
  * and long long forms) in a demangled kernel signature and sets n_params; returns how many.  A
  * signature whose brackets do not balance is left unread (n_params -1) and counted approximated. */
 int maya_kernel_integer_params(const char *demangled, maya_func *f);
-/* Reads those parameters of one launch of `blocks` blocks into out (sign-extended); returns how many, 0
- * without args.  An index at or beyond n_params is never read: the launch records none and counts an
- * approximation. */
-int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t blocks, uint64_t *out);
+/* Reads those parameters of one launch of `blocks` blocks (`grid_y` in the grid's y) into out
+ * (sign-extended); returns how many, 0 without args.  An index at or beyond n_params is never read: the
+ * launch records none and counts an approximation. */
+int maya_kernel_integer_args(const maya_func *f, void *const *args, uint64_t blocks, uint64_t grid_y, uint64_t *out);
 /* Demangled form of a C++ name (malloc'd) or NULL. */
 char *maya_demangle(const char *mangled);
 

@@ -144,7 +144,7 @@ void maya_record_launch(maya_call c, maya_func *f, unsigned gx, unsigned gy, uns
     r.a[2] = (uint64_t)(bx & 0xFFFF) | ((uint64_t)(by & 0xFFFF) << 16) | ((uint64_t)(bz & 0xFFFF) << 32);
     r.a[3] = smem;
     uint64_t ints[MAYA_KERNEL_INTS];
-    int n = maya_kernel_integer_args(f, args, (uint64_t)gx * gy * gz, ints);
+    int n = maya_kernel_integer_args(f, args, (uint64_t)gx * gy * gz, gy, ints);
     if (!f->n_facts && __atomic_load_n(&g_facts_name, __ATOMIC_RELAXED)) take_facts(f);
     if (!n && f->n_facts) {
         memcpy(ints, f->facts, sizeof ints);

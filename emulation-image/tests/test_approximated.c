@@ -105,10 +105,10 @@ static void test_kernel_args(void) {
     int64_t b = 9;
     void *args[] = {&a, &b};
     uint64_t out[MAYA_KERNEL_INTS];
-    CHECK(maya_kernel_integer_args(&f, args, 1, out) == 2 && out[0] == 7 && out[1] == 9);
+    CHECK(maya_kernel_integer_args(&f, args, 1, 1, out) == 2 && out[0] == 7 && out[1] == 9);
     CHECK(maya_approximated_count(beyond) == 0);
     f.n_params = 1;  /* as if the kernel had one parameter: args[1] does not exist */
-    CHECK(maya_kernel_integer_args(&f, args, 1, out) == 0);
+    CHECK(maya_kernel_integer_args(&f, args, 1, 1, out) == 0);
     CHECK(maya_approximated_count(beyond) == 1);
 
     /* An attention kernel's parameter struct whose sizes are out of range (not the layout expected):
@@ -119,7 +119,7 @@ static void test_kernel_args(void) {
                                      "64, 64, false>::Params)", &f) == 0 && f.attention);
     unsigned char params[256] = {0};
     void *launch[] = {params};
-    CHECK(maya_kernel_integer_args(&f, launch, 1, out) == 0 && maya_approximated_count(attention) == 1);
+    CHECK(maya_kernel_integer_args(&f, launch, 1, 1, out) == 0 && maya_approximated_count(attention) == 1);
 }
 
 static cudnnBackendDescriptor_t desc(cudnnBackendDescriptorType_t type) {

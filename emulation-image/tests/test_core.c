@@ -136,16 +136,16 @@ static void test_tensor_lists(void) {
         }
         void *args[] = {meta, NULL, NULL};
         uint64_t out[MAYA_KERNEL_INTS] = {0};
-        CHECK(maya_kernel_integer_args(&f, args, 4, out) == 3);
+        CHECK(maya_kernel_integer_args(&f, args, 4, 1, out) == 3);
         CHECK(out[0] == 100000 + 1001 + 4096 && out[1] == 1001 + 4096 && out[2] == 3);
-        CHECK(maya_kernel_integer_args(&f, args, 3, out) == 3 && out[0] == 100000 + 1001 && out[2] == 2);
+        CHECK(maya_kernel_integer_args(&f, args, 3, 1, out) == 3 && out[0] == 100000 + 1001 && out[2] == 2);
         /* A block past a tensor's end, or a grid larger than the struct holds, is no layout of ours. */
         int before = maya_approximated_count(NULL);
-        CHECK(maya_kernel_integer_args(&f, args, 321, out) == 0);
+        CHECK(maya_kernel_integer_args(&f, args, 321, 1, out) == 0);
         put64(meta, f.lists.numel, 1000);
-        CHECK(maya_kernel_integer_args(&f, args, 4, out) == 0 && maya_approximated_count(NULL) == before + 2);
+        CHECK(maya_kernel_integer_args(&f, args, 4, 1, out) == 0 && maya_approximated_count(NULL) == before + 2);
         meta[f.lists.block_to_tensor] = 200;  /* a tensor the struct has no count for: nothing is read */
-        CHECK(maya_kernel_integer_args(&f, args, 1, out) == 0 && maya_approximated_count(NULL) == before + 3);
+        CHECK(maya_kernel_integer_args(&f, args, 1, 1, out) == 0 && maya_approximated_count(NULL) == before + 3);
     }
     maya_func other = {0};
     maya_kernel_integer_params("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
@@ -153,6 +153,36 @@ static void test_tensor_lists(void) {
                                "F>(at::native::(anonymous namespace)::TensorListScalarListMetadata<c10::complex<double>, 1>, F)",
                                &other);
     CHECK(other.lists.depth == 0);  /* a layout of its own: not read */
+}
+
+static void test_cat_inputs(void) {
+    static const char name[] =
+        "void at::native::(anonymous namespace)::CatArrayBatchedCopy_vectorized<at::native::(anonymous namespace)::"
+        "OpaqueType<2u>, unsigned int, 2, 64, 64, 16, 8>(char*, at::native::(anonymous namespace)::"
+        "CatArrInputTensorMetadata<at::native::(anonymous namespace)::OpaqueType<2u>, unsigned int, 64, 64>, "
+        "at::native::(anonymous namespace)::TensorSizeStride<unsigned int, 4u>, int, unsigned int)";
+    maya_func f = {0};
+    maya_kernel_integer_params(name, &f);
+    CHECK(f.cat.batch == 64 && f.cat.bytes == 2 && f.n_params == 5);
+    /* Three inputs of 1000, 24 and 4096 elements: their counts follow 64 addresses, offsets and dimSizes. */
+    static unsigned char meta[64 * 17 + 64 * 32];
+    memset(meta, 0xff, sizeof meta);  /* slots past the launch's inputs hold whatever the stack held */
+    const uint32_t counts[3] = {1000, 24, 4096};
+    memcpy(meta + 64 * 16, counts, sizeof counts);
+    void *args[] = {NULL, meta, NULL, NULL, NULL};
+    uint64_t out[MAYA_KERNEL_INTS] = {0};
+    CHECK(maya_kernel_integer_args(&f, args, 296 * 3, 3, out) == 3);
+    CHECK(out[0] == 1000 + 24 + 4096 && out[1] == 3 && out[2] == 2);
+    CHECK(maya_kernel_integer_args(&f, args, 296, 1, out) == 3 && out[0] == 1000 && out[1] == 1);
+    int before = maya_approximated_count(NULL);
+    CHECK(maya_kernel_integer_args(&f, args, 296 * 65, 65, out) == 0);  /* more inputs than the struct holds */
+    CHECK(maya_approximated_count(NULL) == before + 1);
+    maya_func other = {0};  /* another index type: a layout of its own, its integer arguments read as before */
+    maya_kernel_integer_params("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned long, 2, 64, 64>"
+                               "(float*, at::native::(anonymous namespace)::CatArrInputTensorMetadata<float, unsigned long, "
+                               "64, 64>, at::native::(anonymous namespace)::TensorSizeStride<unsigned long, 4u>, int, "
+                               "unsigned long)", &other);
+    CHECK(other.cat.batch == 0 && other.n_ints == 2);
 }
 
 static void test_kernel_integer_args(void) {
@@ -181,9 +211,9 @@ static void test_kernel_integer_args(void) {
     double d = 1.0;
     void *args[] = {&p, &n, &m, &d};
     uint64_t out[MAYA_KERNEL_INTS];
-    CHECK(maya_kernel_integer_args(&f, args, 1, out) == 2);
+    CHECK(maya_kernel_integer_args(&f, args, 1, 1, out) == 2);
     CHECK(out[0] == (uint64_t)-3 && out[1] == (uint64_t)m);
-    CHECK(maya_kernel_integer_args(&f, NULL, 1, out) == 0);
+    CHECK(maya_kernel_integer_args(&f, NULL, 1, 1, out) == 0);
 
     /* PyTorch's strided elementwise kernel: after N, its closure's OffsetCalculator (dims, innermost
      * size, the output's and first input's innermost byte strides), as torch 2.11 lays it out. */
@@ -201,11 +231,11 @@ static void test_kernel_integer_args(void) {
     for (int i = 0; i < 3; i++) memcpy(closure + 4 + 12 * i, &sizes[i], 4);
     memcpy(closure + 304, strides, sizeof strides);
     void *launch[] = {&numel, closure};
-    CHECK(maya_kernel_integer_args(&f, launch, 1, out) == 5);
+    CHECK(maya_kernel_integer_args(&f, launch, 1, 1, out) == 5);
     CHECK(out[0] == 32768 && out[1] == 3 && out[2] == 16 && out[3] == 2 && out[4] == 128);
     dims = 0;  /* not an OffsetCalculator: only N */
     memcpy(closure, &dims, 4);
-    CHECK(maya_kernel_integer_args(&f, launch, 1, out) == 1 && out[0] == 32768);
+    CHECK(maya_kernel_integer_args(&f, launch, 1, 1, out) == 1 && out[0] == 32768);
     /* Other elementwise kernels keep their integer arguments alone. */
     CHECK(maya_kernel_integer_params(
               "void at::native::elementwise_kernel<128, 4, at::native::index_put_kernel_impl(int)::{lambda(int)#1}>"
@@ -226,16 +256,16 @@ static void test_kernel_integer_args(void) {
     put32(params, 184, 328); /* seqlen_k */
     put32(params, 192, 64);  /* d */
     put32(params, 392, 0);   /* window_size_right: causal */
-    CHECK(maya_kernel_integer_args(&f, attn, 1, out) == 6);
+    CHECK(maya_kernel_integer_args(&f, attn, 1, 1, out) == 6);
     CHECK(out[0] == 3 && out[1] == 5 && out[2] == 200 && out[3] == 328 && out[4] == 64 && out[5] == (1 | 64 << 8));
     put32(params, 392, -1);  /* not causal */
-    CHECK(maya_kernel_integer_args(&f, attn, 1, out) == 6 && out[5] == 64 << 8);
+    CHECK(maya_kernel_integer_args(&f, attn, 1, 1, out) == 6 && out[5] == 64 << 8);
     /* The flash backward's dQ conversion takes the struct and an int: the struct's words. */
     CHECK(maya_kernel_integer_params(
               "void pytorch_flash::flash_bwd_convert_dq_kernel<Flash_bwd_kernel_traits<64, 128, 128, 8, 4, 4, 4, "
               "false, false, cutlass::bfloat16_t, Flash_kernel_traits<64, 128, 128, 8, cutlass::bfloat16_t> > >"
               "(pytorch_flash::Flash_bwd_params, int)", &f) == 1);
-    CHECK(maya_kernel_integer_args(&f, attn, 1, out) == 6 && out[3] == 328);
+    CHECK(maya_kernel_integer_args(&f, attn, 1, 1, out) == 6 && out[3] == 328);
 
     CHECK(maya_kernel_integer_params(
               "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, "
@@ -250,7 +280,7 @@ static void test_kernel_integer_args(void) {
     params[116] = 2;                      /* custom_mask_type: causal from the bottom right */
     put32(params, 192, 3);   /* num_batches */
     put32(params, 196, 5);   /* num_heads */
-    CHECK(maya_kernel_integer_args(&f, attn, 1, out) == 6);
+    CHECK(maya_kernel_integer_args(&f, attn, 1, 1, out) == 6);
     CHECK(out[0] == 3 && out[1] == 5 && out[2] == 200 && out[3] == 328 && out[4] == 64 && out[5] == (1 | 4 | 32 << 8));
 
     CHECK(maya_kernel_integer_params(
@@ -262,7 +292,7 @@ static void test_kernel_integer_args(void) {
     put32(params, 152, 200); /* num_queries */
     put32(params, 156, 328); /* num_keys */
     put32(params, 160, 5);   /* num_heads */
-    CHECK(maya_kernel_integer_args(&f, attn, 1, out) == 6);
+    CHECK(maya_kernel_integer_args(&f, attn, 1, 1, out) == 6);
     CHECK(out[0] == 0 && out[1] == 5 && out[2] == 200 && out[3] == 328 && out[4] == 64 && out[5] == 64 << 8);
     /* A kernel that merely takes a Params struct is no attention kernel. */
     CHECK(maya_kernel_integer_params("void k(Foo::Params, int)", &f) == 1 && !f.attention);
@@ -330,5 +360,6 @@ int main(void) {
     test_kernel_integer_args();
     test_trace(dir);
     test_tensor_lists();  /* after the trace test: it counts approximations, which write records */
+    test_cat_inputs();
     return CHECK_SUMMARY("test_core");
 }

@@ -24,8 +24,9 @@ work of :mod:`maya.predictor.estimate.rnn`: its GEMMs estimated as BLAS
 calls, its pointwise kernels at the memory family's calibrated per-kernel
 cost (``derived``, below ``scaled`` and above ``fallback``).  An Inductor
 Triton pointwise or reduction kernel, whose bytes its source gives (the
-start-up hook's facts), is priced as a device-to-device copy of as many
-bytes (``derived``).
+start-up hook's facts), and a torch.cat kernel, whose inputs' sizes the
+interposer reads, are priced as a device-to-device copy of as many bytes
+(``derived``).
 
 Estimators fitted on one GPU estimate for another of the same architecture
 (compute capability) by a speed-up (``scaled``): the one both GPUs measured
@@ -65,7 +66,18 @@ from maya.predictor.estimate.rnn import is_rnn
 from maya.predictor.estimate.rnn import parts as rnn_parts
 from maya.predictor.estimate.roofline import Work, roofline_ns
 from maya.predictor.estimate.speedup import Speedups
-from maya.predictor.estimate.work import FITTED, domain, family, triton_facts, work
+from maya.predictor.estimate.work import (
+    CAT_ELEMENTS_PER_S,
+    CAT_RATE_CLOCK_KHZ,
+    CAT_RATE_SMS,
+    FITTED,
+    cat_form,
+    cat_inputs,
+    domain,
+    family,
+    triton_facts,
+    work,
+)
 from maya.predictor.trace.ops import Op
 
 Confidence = Literal["measured", "fitted", "scaled", "derived", "fallback"]
@@ -149,7 +161,8 @@ class Estimators:
         for i, op in enumerate(ops):
             if out[i] is None and is_rnn(op) and op.signature() not in self.measured:
                 out[i] = self._memo[op.signature()] = self._estimate_rnn(op)
-            elif out[i] is None and triton_facts(op) is not None and op.signature() not in self.measured:
+            elif out[i] is None and op.signature() not in self.measured and (
+                    triton_facts(op) is not None or cat_inputs(op) is not None):
                 out[i] = self._memo[op.signature()] = self._estimate_streaming(op)
             elif out[i] is None:
                 todo[family(op)].append(i)
@@ -175,11 +188,22 @@ class Estimators:
         return efficiency * (floor + roofline_ns(w, catalog.lookup(self.gpu)))
 
     def _estimate_streaming(self, op: Op) -> Estimate:
-        """An Inductor Triton kernel whose source gave its bytes: priced as a device-to-device copy
-        of as many bytes (the copy family's calibrated roofline).  Inductor's pointwise kernels and
-        reductions stream their operands through device memory once, as a copy does; the memory
-        family's own calibration is of byte counts guessed from launches, not known."""
-        return Estimate(self._calibrated_roofline("copy", work(op)), "triton:streaming", "derived", family(op))
+        """An Inductor Triton kernel whose source gave its bytes, or a torch.cat kernel whose inputs the
+        interposer read: priced as a device-to-device copy of as many bytes (the copy family's calibrated
+        roofline).  Inductor's pointwise kernels and reductions stream their operands through device memory
+        once, as a copy does, and a cat is a copy; the memory family's own calibration is of byte counts
+        guessed from launches, which for a cat's grid (a few blocks per SM, whatever it copies) say nothing.  A cat
+        kernel that loads and stores element by element takes at least its elements at the rate its form was measured
+        to copy them (``CAT_ELEMENTS_PER_S``)."""
+        ns = self._calibrated_roofline("copy", work(op))
+        if (cat := cat_inputs(op)) is None:
+            return Estimate(ns, "triton:streaming", "derived", family(op))
+        form = cat_form(op)
+        if form in CAT_ELEMENTS_PER_S:  # element by element: at most so many a second (the SMs' instructions)
+            g = catalog.lookup(self.gpu)
+            speed = g.sm_count * float(g.fields["clock_khz"]) / (CAT_RATE_SMS * CAT_RATE_CLOCK_KHZ)
+            ns = max(ns, 1e9 * cat.elements / (CAT_ELEMENTS_PER_S[form] * speed))
+        return Estimate(ns, f"cat:{form}", "derived", family(op))
 
     def _lender(self, fam: str, op: Op) -> Estimators | None:
         """The GPU that estimates ``op`` (of family ``fam``) for this one, if it is not this one's

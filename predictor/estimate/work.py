@@ -330,6 +330,31 @@ def triton_facts(op: Op) -> R.TritonFacts | None:
     return R.TritonFacts.of(op.params)
 
 
+# Elements a second that torch.cat's kernels other than the vectorised one copy at most, by form, on an H200 (132 SMs
+# at 1.98 GHz): they load and store element by element, so at large sizes they are bound by their instructions, not
+# by memory.  Medians of their launches of a million elements and more in benchmarks/data/cat_kernels/ (2026-11-29;
+# `python -m benchmarks.cat_estimates` recomputes them): "scalar" (the _alignedK_contig and _contig forms, contiguous
+# inputs), "strided" (the plain form, for inputs that are not contiguous: transposed, sliced).
+CAT_ELEMENTS_PER_S = {"scalar": 421e9, "strided": 264e9}
+CAT_RATE_SMS, CAT_RATE_CLOCK_KHZ = 132, 1_980_000  # the GPU they were measured on: other GPUs scale by SMs x clock
+
+
+def cat_form(op: Op) -> str:
+    """Which of torch.cat's kernels ``op`` launched: "vectorized" (16-byte loads and stores), "scalar" or "strided"."""
+    if "CatArrayBatchedCopy_vectorized" in op.name:
+        return "vectorized"
+    return "scalar" if "CatArrayBatchedCopy_alignedK_contig" in op.name or "CatArrayBatchedCopy_contig" in op.name \
+        else "strided"
+
+
+def cat_inputs(op: Op) -> R.CatInputs | None:
+    """What a torch.cat kernel's inputs hold (None for other kernels, and for a launch whose metadata the
+    interposer did not read: a recorded trace's)."""
+    if op.kind != _KERNEL or kernel_class(op.name) != "cat" or "CatArrayBatchedCopy" not in op.name:
+        return None
+    return R.CatInputs.of(op.params)
+
+
 def kernel_work(op: Op) -> Work:
     cls = kernel_class(op.name) if not is_attention_kernel(op.name) else "attention"
     if cls == "attention" and (shapes := kernel_sdpa(op)) is not None:
@@ -337,6 +362,8 @@ def kernel_work(op: Op) -> Work:
     if (facts := triton_facts(op)) is not None:
         return Work(float(facts.x_elements * max(facts.r_elements, 1)), float(facts.bytes_loaded + facts.bytes_stored),
                     "fp32", "hbm")
+    if (cat := cat_inputs(op)) is not None:  # each input read once and written once into the output
+        return Work(float(cat.elements), 2.0 * cat.elements * cat.element_bytes, "fp32", "hbm")
     size = kernel_dtype_bytes(op.name)
     ln = launch(op)
     if cls == "multi_tensor":

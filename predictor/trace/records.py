@@ -126,6 +126,19 @@ class TensorLists(NamedTuple):
         return cls(*params) if len(params) == len(cls._fields) else None
 
 
+class CatInputs(NamedTuple):
+    """A torch.cat kernel's integer words, in place of arguments: what its inputs hold (the interposer reads
+    its input metadata; emulation only)."""
+
+    elements: int
+    inputs: int
+    element_bytes: int
+
+    @classmethod
+    def of(cls, params: Sequence[int]) -> CatInputs | None:
+        return cls(*params) if len(params) == len(cls._fields) else None
+
+
 class TritonFacts(NamedTuple):
     """An Inductor Triton kernel's integer words, in place of arguments: what its source says it
     moves (the start-up hook's ``_maya_triton``; emulation only)."""
