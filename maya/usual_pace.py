@@ -75,10 +75,13 @@ class UsualPace:
         rows = self._readings(at)
         known = {key for _, _, key in rows}
         rows += [(at, int(ns), key) for key, ns in readings.items() if ns > 0 and key not in known]
+        written = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile("w", dir=self.path.parent, suffix=".tmp", delete=False) as f:
+                written = f.name
                 json.dump([[round(a, 1), ns, key] for a, ns, key in rows[-KEEP:]], f)
-            os.replace(f.name, self.path)  # whole, for a question answered beside this one
+            os.replace(written, self.path)  # whole, for a question answered beside this one
         except OSError:
-            pass
+            if written is not None:  # nothing half-written left beside the store
+                Path(written).unlink(missing_ok=True)

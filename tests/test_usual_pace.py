@@ -57,6 +57,10 @@ def test_a_broken_or_unwritable_store_leaves_the_question_to_itself(tmp_path):
     blocked = tmp_path / "file"
     blocked.write_text("")
     UsualPace(blocked / "node.json").remember({"e#0": FAST})  # its folder cannot be made: no error
+    taken = tmp_path / "taken" / "node.json"  # a folder where the store goes: the new file cannot replace it
+    (taken / "x").mkdir(parents=True)
+    UsualPace(taken).remember({"e#0": FAST})
+    assert not list(taken.parent.glob("*.tmp"))  # and none is left half-written beside it
 
 
 def test_the_node_names_the_store(monkeypatch, tmp_path):
