@@ -161,9 +161,10 @@ class Estimators:
         for i, op in enumerate(ops):
             if out[i] is None and is_rnn(op) and op.signature() not in self.measured:
                 out[i] = self._memo[op.signature()] = self._estimate_rnn(op)
-            elif out[i] is None and op.signature() not in self.measured and (
-                    triton_facts(op) is not None or cat_inputs(op) is not None):
+            elif out[i] is None and triton_facts(op) is not None and op.signature() not in self.measured:
                 out[i] = self._memo[op.signature()] = self._estimate_streaming(op)
+            elif out[i] is None and cat_inputs(op) is not None and op.signature() not in self.measured:
+                out[i] = self._memo[op.signature()] = self._estimate_cat(op)
             elif out[i] is None:
                 todo[family(op)].append(i)
         for fam, idx in todo.items():
@@ -188,18 +189,20 @@ class Estimators:
         return efficiency * (floor + roofline_ns(w, catalog.lookup(self.gpu)))
 
     def _estimate_streaming(self, op: Op) -> Estimate:
-        """An Inductor Triton kernel whose source gave its bytes, or a torch.cat kernel whose inputs the
-        interposer read: priced as a device-to-device copy of as many bytes (the copy family's calibrated
-        roofline).  Inductor's pointwise kernels and reductions stream their operands through device memory
-        once, as a copy does, and a cat is a copy; the memory family's own calibration is of byte counts
-        guessed from launches, which for a cat's grid (a few blocks per SM, whatever it copies) say nothing.  A cat
-        kernel that loads and stores element by element takes at least its elements at the rate its form was measured
-        to copy them (``CAT_ELEMENTS_PER_S``)."""
+        """An Inductor Triton kernel whose source gave its bytes: priced as a device-to-device copy
+        of as many bytes (the copy family's calibrated roofline).  Inductor's pointwise kernels and
+        reductions stream their operands through device memory once, as a copy does; the memory
+        family's own calibration is of byte counts guessed from launches, not known."""
+        return Estimate(self._calibrated_roofline("copy", work(op)), "triton:streaming", "derived", family(op))
+
+    def _estimate_cat(self, op: Op) -> Estimate:
+        """A torch.cat kernel whose inputs the interposer read: a device-to-device copy of their bytes, read and
+        written (the copy family's calibrated roofline), since its grid (a few blocks per SM, whatever it copies)
+        says nothing the memory family could price; a form that loads and stores element by element takes at least
+        its elements at the rate that form was measured to copy them (``CAT_ELEMENTS_PER_S``)."""
         ns = self._calibrated_roofline("copy", work(op))
-        if (cat := cat_inputs(op)) is None:
-            return Estimate(ns, "triton:streaming", "derived", family(op))
-        form = cat_form(op)
-        if form in CAT_ELEMENTS_PER_S:  # element by element: at most so many a second (the SMs' instructions)
+        cat, form = cat_inputs(op), cat_form(op)
+        if cat is not None and form in CAT_ELEMENTS_PER_S:  # bound by the SMs' instructions at large sizes
             g = catalog.lookup(self.gpu)
             speed = g.sm_count * float(g.fields["clock_khz"]) / (CAT_RATE_SMS * CAT_RATE_CLOCK_KHZ)
             ns = max(ns, 1e9 * cat.elements / (CAT_ELEMENTS_PER_S[form] * speed))

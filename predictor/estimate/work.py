@@ -343,8 +343,9 @@ def cat_form(op: Op) -> str:
     """Which of torch.cat's kernels ``op`` launched: "vectorized" (16-byte loads and stores), "scalar" or "strided"."""
     if "CatArrayBatchedCopy_vectorized" in op.name:
         return "vectorized"
-    return "scalar" if "CatArrayBatchedCopy_alignedK_contig" in op.name or "CatArrayBatchedCopy_contig" in op.name \
-        else "strided"
+    if "CatArrayBatchedCopy_alignedK_contig" in op.name or "CatArrayBatchedCopy_contig" in op.name:
+        return "scalar"
+    return "strided"
 
 
 def cat_inputs(op: Op) -> R.CatInputs | None:
