@@ -79,6 +79,7 @@ from maya.predictor.estimate.work import (
     work,
 )
 from maya.predictor.trace.ops import Op
+from maya.predictor.trace.records import CatInputs
 
 Confidence = Literal["measured", "fitted", "scaled", "derived", "fallback"]
 
@@ -163,8 +164,8 @@ class Estimators:
                 out[i] = self._memo[op.signature()] = self._estimate_rnn(op)
             elif out[i] is None and triton_facts(op) is not None and op.signature() not in self.measured:
                 out[i] = self._memo[op.signature()] = self._estimate_streaming(op)
-            elif out[i] is None and cat_inputs(op) is not None and op.signature() not in self.measured:
-                out[i] = self._memo[op.signature()] = self._estimate_cat(op)
+            elif out[i] is None and (cat := cat_inputs(op)) is not None and op.signature() not in self.measured:
+                out[i] = self._memo[op.signature()] = self._estimate_cat(op, cat)
             elif out[i] is None:
                 todo[family(op)].append(i)
         for fam, idx in todo.items():
@@ -195,14 +196,14 @@ class Estimators:
         family's own calibration is of byte counts guessed from launches, not known."""
         return Estimate(self._calibrated_roofline("copy", work(op)), "triton:streaming", "derived", family(op))
 
-    def _estimate_cat(self, op: Op) -> Estimate:
+    def _estimate_cat(self, op: Op, cat: CatInputs) -> Estimate:
         """A torch.cat kernel whose inputs the interposer read: a device-to-device copy of their bytes, read and
         written (the copy family's calibrated roofline), since its grid (a few blocks per SM, whatever it copies)
         says nothing the memory family could price; a form that loads and stores element by element takes at least
         its elements at the rate that form was measured to copy them (``CAT_ELEMENTS_PER_S``)."""
         ns = self._calibrated_roofline("copy", work(op))
-        cat, form = cat_inputs(op), cat_form(op)
-        if cat is not None and form in CAT_ELEMENTS_PER_S:  # bound by the SMs' instructions at large sizes
+        form = cat_form(op)
+        if form in CAT_ELEMENTS_PER_S:  # bound by the SMs' instructions at large sizes
             g = catalog.lookup(self.gpu)
             speed = g.sm_count * float(g.fields["clock_khz"]) / (CAT_RATE_SMS * CAT_RATE_CLOCK_KHZ)
             ns = max(ns, 1e9 * cat.elements / (CAT_ELEMENTS_PER_S[form] * speed))

@@ -351,7 +351,7 @@ def cat_form(op: Op) -> str:
 def cat_inputs(op: Op) -> R.CatInputs | None:
     """What a torch.cat kernel's inputs hold (None for other kernels, and for a launch whose metadata the
     interposer did not read: a recorded trace's)."""
-    if op.kind != _KERNEL or kernel_class(op.name) != "cat" or "CatArrayBatchedCopy" not in op.name:
+    if op.kind != _KERNEL or "CatArrayBatchedCopy" not in op.name:
         return None
     return R.CatInputs.of(op.params)
 
