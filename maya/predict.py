@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from maya import catalog
 from maya.predictor import estimate
+from maya.predictor.estimate.rnn import is_rnn, time_steps
 from maya.predictor.replay.host import HostModel, first_gemm_shapes, host_model, quiet_gap_scales
 from maya.predictor.replay.iterations import NoIterations, Steps, trace_steps
 from maya.predictor.replay.network import Collective, collective_model
@@ -197,6 +198,8 @@ class Job:
     collective_ns: dict[str, float] = field(default_factory=dict)  # by model, "measured" or "analytical" (last replay)
     traced_approximations: dict[str, int] = field(default_factory=dict)  # the traces' APPROXIMATED records, by name
     replay_approximations: dict[str, int] = field(default_factory=dict)  # what the last replay timed approximately
+    # per rank, its cuDNN RNN calls: record index -> (name, layers and directions, time steps of all of them)
+    rnn_calls: list[dict[int, tuple[str, int, int]]] = field(default_factory=list)
 
     @property
     def approximated(self) -> dict[str, int]:
@@ -235,11 +238,14 @@ class Job:
             return ns
 
         durations = self.durations if durations is None else durations
+        rnn = [host.rnn_costs(self.rnn_calls[r] if self.rnn_calls else {}, len(t.records))
+               for r, t in enumerate(self.traces)]
+        extra = [host.new_shape_costs(f) + cost for f, (cost, _) in zip(self.first_shapes, rnn, strict=True)]
         try:
             return simulate(self.traces, durations, collective_ns, host_slowdown=host.delay_factor,
                             call_ns=host.priced_calls(), default_call_ns=host.default_call_ns, gap_scale=self.gap_scale,
                             launch_latency_ns=host.launch_latency_ns, launch_gap_ns=host.launch_gap_ns,
-                            sharing=self.sharing, call_extra_ns=[host.new_shape_costs(f) for f in self.first_shapes])
+                            sharing=self.sharing, call_extra_ns=extra, paced=[p for _, p in rnn])
         except SimulationError as e:
             raise PredictError(str(e)) from None
 
@@ -260,6 +266,7 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
     weights: dict[str, float] = {}
     estimated: list[set[int]] = []
     labels: list[list[str]] = []
+    rnn_calls: list[dict[int, tuple[str, int, int]]] = []
     est = None if oracle else _estimators(g.name)
     for t in traces:
         ops = device_ops(t)
@@ -267,6 +274,7 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
         for i, op in ops:
             names[i] = op.name
         labels.append(names)
+        rnn_calls.append({i: (op.name, *time_steps(op)) for i, op in ops if is_rnn(op)})
         if est is None:
             durations.append({i: float(m.busy_ns) for i, m in measured(t).items()})
             estimated.append(set())
@@ -284,7 +292,7 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
     for t in traces:
         add_counts(traced, approximated_calls(t))
     return Job(g, folder, traces, durations, labels, weights, estimated, per_node, scale, summary,
-               {} if oracle else sharing_factors(g), traced_approximations=traced)
+               {} if oracle else sharing_factors(g), traced_approximations=traced, rnn_calls=rnn_calls)
 
 
 def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,

@@ -433,3 +433,18 @@ def test_the_committed_new_shape_costs_are_the_measured_ones() -> None:
         assert m["new_gemm_shape_ns"] == measured
     assert {p.name.split("-k")[0] for p in measurements("H200-SXM-141GB")} == {"H200-SXM-141GB"}  # its own
 
+
+
+def test_the_committed_rnn_call_costs_are_the_sweep_s_fits() -> None:
+    """predictor/host_calibration.json's rnn_call_ns is what benchmarks.calibration.rnn_host fits on
+    benchmarks/data/rnn_sweep/ (every run of the GPU), and the fit is a host time: the per-step part alone
+    of a 3 x 1024 LSTM over 128 steps takes milliseconds, as the sweep measured (6.2-9.4 ms forward)."""
+    from benchmarks.calibration.rnn_host import rnn_call_ns, runs
+
+    for gpu, m in json.loads(CALIBRATION.read_text())["machines"].items():
+        assert runs(gpu), gpu
+        assert m["rnn_call_ns"] == rnn_call_ns(gpu)
+        per_call, per_layer, per_step = m["rnn_call_ns"]["rnn_fwd"]
+        assert 6e6 < per_call + 3 * per_layer + 3 * 128 * per_step < 10e6
+    assert {p.stem for p in runs("H200-SXM-141GB")} == {"H200-SXM-141GB", "H200-SXM-141GB-b", "H200-SXM-141GB-c",
+                                                      "H200-SXM-141GB-d"}

@@ -89,3 +89,30 @@ def test_rnn_records_carry_the_shape(emulated):
         cell = {LSTM: 5, GRU: 6, RNN_TANH: 1}[mode]
         out = proj or 16
         assert p["reserve"] == 7 * 3 * (layers * dirs * cell * 16 + (layers - 1) * dirs * out) * 4, (i, p)
+
+
+@requires_library
+def test_rnn_calls_hold_the_host_and_pace_their_work(emulated):
+    """maya predict prices each cuDNN RNN call's host as the server's (benchmarks.calibration.rnn_host: per
+    call, per layer and direction, per time step of each) and replays its work as launched while the call
+    runs: it starts with the call and ends no earlier than the call's host time; without the fit (another
+    GPU) a call is priced as any cuDNN call and its work starts when it returns."""
+    from dataclasses import replace
+
+    from maya.predict import prepare
+    from maya.predictor.replay.host import host_model
+
+    job = prepare(emulated.out_dir, "H100-SXM-80GB")
+    calls = job.rnn_calls[0]
+    shapes = [(2, 2), (1, 1), (1, 1), (2, 2), (1, 1)]  # (layers, directions) of each module, as above
+    assert [v[0] for v in calls.values()] == ["rnn_fwd", "rnn_bwd_data", "rnn_bwd_weights"] * len(shapes)
+    assert [v[1:] for v in calls.values()] == [(n * d, n * d * 7) for n, d in shapes for _ in range(3)]
+    host = host_model("H100-SXM-80GB")
+    assert set(host.rnn_call_ns) == {"rnn_fwd", "rnn_bwd_data", "rnn_bwd_weights"}
+    (paced,), (plain,) = job.replay(host), job.replay(replace(host, rnn_call_ns={}))
+    for i, (name, pseudo_layers, steps) in calls.items():
+        per_call, per_layer, per_step = host.rnn_call_ns[name]
+        priced = per_call + per_layer * pseudo_layers + per_step * steps
+        assert paced.end[i] >= paced.issue[i] + priced, (name, i)
+        assert paced.start[i] < paced.issue[i] + priced  # launched from the call's start, not its end
+        assert plain.end[i] - plain.start[i] == pytest.approx(job.durations[0][i])

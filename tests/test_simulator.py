@@ -107,6 +107,31 @@ def test_launch_latency_on_an_idle_device_and_gap_between_queued_work(tmp_path: 
     assert r.start[first] == pytest.approx(3 * US)
 
 
+def test_paced_work_starts_with_its_call_and_ends_no_earlier_than_the_call(tmp_path: Path) -> None:
+    """A cuDNN RNN call launches its per-step kernels as it goes: its work starts with the call (not
+    when the call returns) and cannot end before its last launch has reached the device, so from an
+    idle device it lasts the longer of its work and its host time, and queued behind other work it
+    runs at the device's own pace."""
+    b = Build()
+    call = b.add(Kind.DNN, gap_us=10, dur_us=300, flags=Flag.ASYNC)  # the host's launching: 1000 us, below
+    after = b.kernel(5, gap_us=1)
+    busy = b.kernel(2000, gap_us=100)  # the device far behind when the next call comes
+    behind = b.add(Kind.DNN, gap_us=1, dur_us=300, flags=Flag.ASYNC)
+    extra = np.zeros(b.n)
+    extra[[call, behind]] = 1000 * US
+    paced = np.zeros(b.n, bool)
+    paced[[call, behind]] = True
+    lat = 2 * US
+    (r,) = run(tmp_path, b, launch_latency_ns=lat, call_extra_ns=[extra], paced=[paced])
+    assert r.start[call] == pytest.approx(r.issue[call] + lat)
+    assert r.end[call] == pytest.approx(r.issue[call] + 1000 * US + lat)  # the host set the pace
+    assert r.start[after] == pytest.approx(r.issue[after] + lat) and r.start[after] >= r.end[call]
+    assert r.end[behind] == pytest.approx(r.end[busy] + 300 * US)  # launched ahead: the device's pace
+    (r,) = run(tmp_path, b, launch_latency_ns=lat, call_extra_ns=[extra])  # not paced: launched when it returns
+    assert r.start[call] == pytest.approx(r.issue[call] + 1000 * US + lat)
+    assert r.end[call] == pytest.approx(r.start[call] + 300 * US)
+
+
 def test_one_stream_runs_in_order_two_non_blocking_streams_overlap(tmp_path: Path) -> None:
     b = Build()
     for s in (1, 2):

@@ -45,6 +45,7 @@ import numpy as np
 
 from benchmarks.calibration import rank_wait
 from benchmarks.calibration.new_shape import measurements, new_shape_ns
+from benchmarks.calibration.rnn_host import rnn_call_ns
 from benchmarks.campaigns.gpu_fidelity_campaign import cpu_model
 from benchmarks.merge_lease import CALL_COSTS
 from benchmarks.step_truth import DATA, EMULATED_STEPS, STEADY_FROM, emulate, emulated_host_s, measured
@@ -160,6 +161,9 @@ def main() -> int:
             machines[gpu]["rank_jitter"] = round(waits[gpu]["rank_jitter"], 4)
         # measured, not fitted: a GEMM shape new to the process (benchmarks.calibration.new_shape)
         machines[gpu]["new_gemm_shape_ns"] = new_shape_ns(measurements(gpu))
+        # measured, not fitted through the replay: a cuDNN RNN call's host (benchmarks.calibration.rnn_host)
+        if rnn_call_ns(gpu):
+            machines[gpu]["rnn_call_ns"] = rnn_call_ns(gpu)
         if "node_slowdown" in previous.get(gpu, {}):  # fitted on top of these factors: refit it after them
             machines[gpu]["node_slowdown"] = previous[gpu]["node_slowdown"]
             print(f"{gpu}: node_slowdown kept from the previous calibration; refit it on the new factors: "
@@ -177,7 +181,9 @@ def main() -> int:
                  "the replay's host time per step closest to the server's (benchmarks/calibration/host.py); "
                  "and the server's launch latency and gap between queued operations (launch, "
                  "benchmarks/campaigns/launch_gap.py); and what a GEMM of a shape new to the process costs its host "
-                 "over a seen one, by its inputs' precision (new_gemm_shape_ns, benchmarks/calibration/new_shape.py).",
+                 "over a seen one, by its inputs' precision (new_gemm_shape_ns, benchmarks/calibration/new_shape.py); "
+                 "and a cuDNN RNN call's host time, by record name: per call, per layer and direction, per time step "
+                 "(rnn_call_ns, benchmarks/calibration/rnn_host.py).",
         "emulating_cpu": emulating, "date": time.strftime("%Y-%m-%d"), "machines": machines}, indent=1) + "\n")
     RESULTS.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": "python -m benchmarks.calibration.host",
                                    "emulating_cpu": emulating, "machines": report}, indent=1) + "\n")

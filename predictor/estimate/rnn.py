@@ -104,6 +104,13 @@ def is_rnn(op: Op) -> bool:
     return op.kind == _DNN and op.name in OPS
 
 
+def time_steps(op: Op) -> tuple[int, int]:
+    """The layers and directions of an ``rnn_*`` record, and the time steps it runs over all of them: how
+    many times cuDNN launches its per-step kernels."""
+    r = R.Rnn.decode(op.params)
+    return r.layers * r.dirs, r.layers * r.dirs * r.seq
+
+
 def _pointwise(read: float, written: float, flops_per_elem: float, elems: float, size: int) -> Work:
     return Work(flops_per_elem * elems, (read + written) * size, "fp32", "hbm")
 

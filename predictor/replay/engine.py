@@ -25,13 +25,15 @@ _B = npt.NDArray[np.bool_]
 
 
 @numba.njit(cache=True)
-def replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, dur: _F, stream: _I, arg: _I,
-            unversioned: _B, s_ops: _I, s_lo: _I, s_hi: _I, c_lo: _I, c_hi: _I, coupled: _I, r_slo: _I, r_shi: _I,
+def replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, dur: _F, paced: _B, stream: _I,
+            arg: _I, unversioned: _B, s_ops: _I, s_lo: _I, s_hi: _I, c_lo: _I, c_hi: _I, coupled: _I, r_slo: _I, r_shi: _I,
             d_lo: _I, d_hi: _I, n_events: int, coll_members: _I, coll_len: _F, coll_base: _I, latency: float,
             gap: float, issue: _F, start: _F, end: _F, released: _F, host: _F, wait: _I) -> _I:
     """Run each rank until its host is held or done, and the next, until no rank can go on.
     Fills issue/start/end/released (by op), host and wait (by rank); returns each
-    collective's arrivals."""
+    collective's arrivals.  A ``paced`` op is work its call launches piece by piece while it runs (a
+    cuDNN RNN call's per-step kernels): it reaches its stream as the call starts and cannot end before
+    the call's last launch has reached the device."""
     n_streams = len(s_lo)
     pos = rank_lo.copy()  # each rank's next op
     s_head, s_issued, s_free = s_lo.copy(), s_lo.copy(), np.zeros(n_streams)
@@ -43,6 +45,7 @@ def replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, d
     dirty = np.zeros(len(rank_lo), np.bool_)
     stack = np.empty(len(rank_lo), np.int64)
     avail = np.zeros(len(code))  # when each queued op reaches its stream
+    last = np.zeros(len(code))  # when a paced op's last piece reaches it (0: not paced)
     progress = True
     while progress:
         progress = False
@@ -63,7 +66,10 @@ def replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, d
                 issue[k] = host[r]
                 host[r] += post[k]
                 c = code[k]
-                avail[k] = host[r] + latency if launched(c) else issue[k]
+                if paced[k]:
+                    avail[k], last[k] = issue[k] + latency, host[r] + latency
+                else:
+                    avail[k] = host[r] + latency if launched(c) else issue[k]
                 if WORK <= c <= COLL:
                     s = stream[k]
                     s_issued[s] += 1
@@ -81,8 +87,8 @@ def replay(rank_lo: _I, rank_hi: _I, op_rank: _I, code: _I, pre: _F, post: _F, d
                             changed = False
                             for t in range(r_slo[q], r_shi[q]):
                                 if s_head[t] < s_issued[t]:
-                                    done, top = _drain(t, top, stack, dirty, op_rank, code, dur, stream, arg,
-                                                       unversioned, s_ops, s_head, s_issued, s_free, c_lo, c_hi,
+                                    done, top = _drain(t, top, stack, dirty, op_rank, code, dur, last, stream,
+                                                       arg, unversioned, s_ops, s_head, s_issued, s_free, c_lo, c_hi,
                                                        coupled, ev_time, coll_members, coll_len, coll_base,
                                                        c_arrived, c_ready, c_ops, arrived, avail, gap, start, end)
                                     changed = changed or done
@@ -104,8 +110,8 @@ def launched(c: int) -> bool:
 
 
 @numba.njit(cache=True, inline="always")
-def _drain(s: int, top: int, stack: _I, dirty: _B, op_rank: _I, code: _I, dur: _F, stream: _I, arg: _I,
-           unversioned: _B, s_ops: _I, s_head: _I, s_issued: _I, s_free: _F, c_lo: _I, c_hi: _I, coupled: _I,
+def _drain(s: int, top: int, stack: _I, dirty: _B, op_rank: _I, code: _I, dur: _F, last: _F, stream: _I,
+           arg: _I, unversioned: _B, s_ops: _I, s_head: _I, s_issued: _I, s_free: _F, c_lo: _I, c_hi: _I, coupled: _I,
            ev_time: _F, coll_members: _I, coll_len: _F, coll_base: _I, c_arrived: _I, c_ready: _F, c_ops: _I,
            arrived: _B, avail: _F, gap: float, start: _F, end: _F) -> tuple[bool, int]:
     """Run the issued work of stream ``s`` as far as its dependencies allow; True if any ran (and the
@@ -153,7 +159,7 @@ def _drain(s: int, top: int, stack: _I, dirty: _B, op_rank: _I, code: _I, dur: _
                         top += 1
         else:
             start[k] = begin
-            s_free[s] = end[k] = begin + dur[k]
+            s_free[s] = end[k] = max(begin + dur[k], last[k])
         s_head[s] += 1
         ran = True
     return ran, top

@@ -94,6 +94,10 @@ class HostModel:
     # host ns a GEMM of a shape the process has not run before costs over a seen one, by its inputs' precision
     # (NEW_SHAPE_PRECISIONS); empty: not charged
     new_gemm_shape_ns: Mapping[str, float] = field(default_factory=dict)
+    # host ns of a cuDNN RNN call on the server, by record name: (per call, per layer and direction, per time
+    # step of each), fitted on benchmarks/data/rnn_sweep (benchmarks/calibration/rnn_host.py); a call so priced
+    # launches its work as it goes (paced).  Empty: priced as any cuDNN call, its work launched at its end
+    rnn_call_ns: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
 
     @property
     def delay_factor(self) -> float:
@@ -116,6 +120,25 @@ class HostModel:
         for precision, ns in self.new_gemm_shape_ns.items():
             extra[first == NEW_SHAPE_PRECISIONS.index(precision) + 1] = ns
         return extra
+
+    def rnn_costs(self, calls: Mapping[int, tuple[str, int, int]], records: int) -> tuple[npt.NDArray[np.float64],
+                                                                                           npt.NDArray[np.bool_]]:
+        """Host ns each record costs over its kind's price because it is a cuDNN RNN call, and which records'
+        work is paced by their call, by record index (``calls``: record index -> (name, layers and directions,
+        time steps of all of them), :func:`maya.predictor.estimate.rnn.time_steps`).
+
+        Why: cuDNN launches an RNN's per-step kernels from the calling thread, three or so per step of each
+        layer, 20-30 us of the server's host a step, where the emulated library returns at once; so the
+        call holds the host for milliseconds, and a device that is not already behind runs its kernels at
+        the host's pace (docs/prediction.md)."""
+        extra, paced = np.zeros(records), np.zeros(records, bool)
+        priced = (self.call_ns or {}).get(int(Kind.DNN), self.default_call_ns) * self.call_scale
+        for i, (name, layers, steps) in calls.items():
+            if name in self.rnn_call_ns:
+                per_call, per_layer, per_step = self.rnn_call_ns[name]
+                extra[i] = max(per_call + per_layer * layers + per_step * steps - priced, 0.0)
+                paced[i] = True
+        return extra, paced
 
     def on_cpu(self, probe_ns: float | None) -> HostModel:
         """This host for delays emulated on a CPU whose probe read ``probe_ns``: the slowdown
@@ -214,7 +237,9 @@ def calibrated_host(machine: Mapping[str, Any], reference_probe_ns: float | None
                      f"calibrated on {machine.get('configs', 0)} measured configurations", reference_probe_ns,
                      float(machine.get("call_scale", 1.0)), float(launch.get("latency_ns", LAUNCH_LATENCY_NS)),
                      float(launch.get("gap_ns", LAUNCH_GAP_NS)),
-                     new_gemm_shape_ns={k: float(v) for k, v in machine.get("new_gemm_shape_ns", {}).items()})
+                     new_gemm_shape_ns={k: float(v) for k, v in machine.get("new_gemm_shape_ns", {}).items()},
+                     rnn_call_ns={k: (float(v[0]), float(v[1]), float(v[2]))
+                                  for k, v in machine.get("rnn_call_ns", {}).items()})
 
 
 def step_host_times_ns(trace: Trace, result: RankResult, steps: int) -> list[float]:

@@ -137,7 +137,8 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
              call_ns: Mapping[int, float] | None = CALL_NS, default_call_ns: float = DEFAULT_CALL_NS,
              gap_scale: Sequence[npt.NDArray[np.float64]] | None = None, launch_latency_ns: float = 0.0,
              launch_gap_ns: float = 0.0, sharing: Mapping[int, float] | None = None,
-             call_extra_ns: Sequence[npt.NDArray[np.float64]] | None = None) -> list[RankResult]:
+             call_extra_ns: Sequence[npt.NDArray[np.float64]] | None = None,
+             paced: Sequence[npt.NDArray[np.bool_]] | None = None) -> list[RankResult]:
     """Replay ``traces`` (one per rank, ``trace.header['rank']``).
 
     ``durations[r]``: device ns of rank r's device records by record index;
@@ -154,12 +155,15 @@ def simulate(traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
     its work's start on an idle stream; ``launch_gap_ns``: from one operation's end to the start of
     the next one queued on its stream; ``sharing``: by record kind, the factor on the time device
     work spends beside a collective's transfer on its device (None or {}: none); ``call_extra_ns[r]``:
-    host ns rank r's calls cost over their kind's price, by record index (a GEMM of a new shape)."""
+    host ns rank r's calls cost over their kind's price, by record index (a GEMM of a new shape, a
+    cuDNN RNN call); ``paced[r]``: by record index, rank r's work that its call launches piece by piece
+    while it runs (a cuDNN RNN call): it starts with the call and ends no earlier than the call does."""
     if not traces:
         return []
     scale = gap_scale or [np.ones(len(t.records)) for t in traces]
     extra = call_extra_ns or [np.zeros(len(t.records)) for t in traces]
-    job = _Job(traces, durations, collective_ns, host_slowdown, call_ns, default_call_ns, scale, extra)
+    piecewise = paced or [np.zeros(len(t.records), bool) for t in traces]
+    job = _Job(traces, durations, collective_ns, host_slowdown, call_ns, default_call_ns, scale, extra, piecewise)
     return job.run(launch_latency_ns, launch_gap_ns, sharing or {})
 
 
@@ -171,7 +175,7 @@ class _Job:
     def __init__(self, traces: Sequence[Trace], durations: Sequence[Mapping[int, float]],
                  collective_ns: Callable[[int, float, int], float], host_slowdown: float,
                  call_ns: Mapping[int, float] | None, default_call_ns: float, gap_scale: Sequence[_F],
-                 call_extra: Sequence[_F]) -> None:
+                 call_extra: Sequence[_F], paced: Sequence[_B]) -> None:
         self.traces = traces
         self.orders = [replay_order(t) for t in traces]
         sizes = [len(o) for o in self.orders]
@@ -185,6 +189,7 @@ class _Job:
         self.kind = kind
         self.code = _codes(kind, cat["flags"])
         self.pre, self.post = self._host_costs(recs, host_slowdown, call_ns, default_call_ns, gap_scale, call_extra)
+        self.paced = np.concatenate([p[o] for p, o in zip(paced, self.orders, strict=True)]).astype(np.bool_)
         self.dur = self._durations(durations)
         self.stream = np.full(len(kind), -1, np.int64)
         self.arg = np.full(len(kind), -1, np.int64)
@@ -346,7 +351,7 @@ class _Job:
         R = len(self.traces)
         host, wait = np.zeros(R), np.full(R, FREE, np.int64)
         c_arrived = replay(self.rank_lo, self.rank_hi, self.op_rank, self.code, self.pre, self.post, dur,
-                            self.stream, self.arg, self.unversioned, self.s_ops, self.s_lo, self.s_hi,
+                            self.paced, self.stream, self.arg, self.unversioned, self.s_ops, self.s_lo, self.s_hi,
                             self.c_lo, self.c_hi, self.coupled, self.r_slo, self.r_shi, self.d_lo, self.d_hi,
                             self.n_events, self.coll_members, self.coll_len, self.coll_base,
                             launch_latency_ns, launch_gap_ns, issue, start, end, released, host, wait)
