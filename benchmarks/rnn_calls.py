@@ -123,7 +123,7 @@ def evaluate(gpu: str, folder: Path) -> dict[str, Any]:
     if lstm_lm:
         i = lstm_lm[0]
         report["lstm_1024x3_b64_s128_fp32_ms"] = {
-            **{way: [round(v / 1e6, 3) for v in t[i]] for way, t in ways.items()},
+            **{way: [round(float(v) / 1e6, 3) for v in t[i]] for way, t in ways.items()},
             "measured_idle": [[round(json.loads(p.read_text())["cases"][i][f"{d}_idle_ms"], 3) for d in ("fwd", "bwd")]
                               for p in files]}
     return report
