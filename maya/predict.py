@@ -80,7 +80,8 @@ class Prediction:
     capacity_bytes: int
     confidence: dict[str, float]
     emulations_s: tuple[float, ...] = ()  # the step time of each emulation (several: this is their median's)
-    sensitivity: dict[str, float] = field(default_factory=dict)  # step's elasticity to "host", "estimated" kernels
+    # the step's elasticity to its "host" delays, its "estimated" kernels, its cuDNN RNN calls' host ("rnn_host")
+    sensitivity: dict[str, float] = field(default_factory=dict)
     collective_models: dict[str, float] = field(default_factory=dict)  # share of collective time by model
     approximated: dict[str, int] = field(default_factory=dict)  # name -> count: emulated or timed only approximately
     # rank 0's data-dependent results given expected values, and its reads of values no kernel computed
@@ -123,8 +124,9 @@ class Prediction:
     @property
     def interval_s(self) -> tuple[float, float]:
         """A 90% interval of the step time (``predictor/uncertainty.json``, ``docs/accuracy.md``): what the
-        method misses on the calibration cases, what a host and kernels it was not fitted on may add (each
-        source's error on models left out of its fit, times how much this step follows it), how far one
+        method misses on the calibration cases, what a host, kernels and cuDNN RNN calls it was not fitted on
+        may add (each source's error on models or sizes left out of its fit, times how much this step
+        follows it), how far one
         emulation's host delays stray from another's, and what this job's steady steps and emulations
         disagree on."""
         own = [*self.steps_s, *self.emulations_s]
@@ -134,7 +136,8 @@ class Prediction:
         host = self.sensitivity.get("host", 0.0)
         emulation = emulation_noise(host) if len(self.emulations_s) <= 1 else 0.0  # several: in their spread
         half = math.hypot(u["method_q90"], spread, host_q90 * host, emulation,
-                          u["kernel_q90"] * self.sensitivity.get("estimated", 0.0))
+                          u["kernel_q90"] * self.sensitivity.get("estimated", 0.0),
+                          u["rnn_host_q90"] * self.sensitivity.get("rnn_host", 0.0))
         low = min(1 - half, slow_throughout_low(host, self.pace_over_usual))
         return self.step_time_s * max(0.0, low), self.step_time_s * (1 + half)
 
@@ -327,7 +330,11 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
 
     nudged = [{i: ns * (1 + NUDGE) if i in est else ns for i, ns in d.items()}
               for d, est in zip(job.durations, job.estimated, strict=True)]
+    rnn_nudged = {name: (a * (1 + NUDGE), b * (1 + NUDGE), c * (1 + NUDGE)) for name, (a, b, c) in
+                  host.rnn_call_ns.items()}
     sensitivity = {"host": elasticity(replace(host, slowdown=host.slowdown * (1 + NUDGE))),
+                   "rnn_host": elasticity(replace(host, rnn_call_ns=rnn_nudged))
+                   if rnn_nudged and any(job.rnn_calls) else 0.0,
                    "estimated": elasticity(host, nudged) if any(job.estimated) else 0.0}
     if timeline is not None:
         write_timeline(timeline, traces, results, job.labels)

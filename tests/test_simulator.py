@@ -472,7 +472,7 @@ def test_maya_predict_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--json", "--from", str(tmp_path / "out")]) == 0
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert again["step_time_s"] in each[:1] + aside[:1]  # the first emulation: counted, or set aside
-    assert set(out["sensitivity"]) == {"host", "estimated"}
+    assert set(out["sensitivity"]) == {"host", "estimated", "rnn_host"}
     assert out["step_time_low_s"] < out["step_time_s"] < out["step_time_high_s"]
     assert cli.main(["predict", "--gpu", "H100-SXM-80GB", "--from", str(tmp_path / "out")]) == 0
     text = capsys.readouterr().out

@@ -97,6 +97,20 @@ def rnn_call_ns(gpu: str) -> dict[str, list[float]]:
     return priced(rows) if rows else {}
 
 
+def left_out_errors(gpu: str) -> list[float]:
+    """Relative errors of the fitted host time of every fp32 configuration of every run of ``gpu``, both
+    directions, each from a fit without the configurations of its hidden size: how far a job's RNN call
+    may lie from its price (``rnn_host_q90`` of ``predictor/uncertainty.json``)."""
+    rows = cases(runs(gpu))
+    out: list[float] = []
+    for hidden in sorted({c["hidden"] for c in rows}):
+        mine, others = [c for c in rows if c["hidden"] == hidden], [c for c in rows if c["hidden"] != hidden]
+        for d in PRICED:
+            measured = np.array([c[f"{d}_host_ms"] * 1e6 for c in mine])
+            out.extend((host_ns(fit(others, d), mine) / measured - 1).tolist())
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write the fits into predictor/host_calibration.json")

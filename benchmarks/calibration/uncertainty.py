@@ -19,6 +19,10 @@ hold on jobs nobody calibrated on:
 - ``kernel_q90``: the error of a whole model's summed kernel time with the
   estimators fitted without that model (``benchmarks/results/kernel_sum-*.json``);
   weighed by how much the step follows the kernels whose shape no profile measured.
+- ``rnn_host_q90``: the error of a cuDNN RNN call's fitted host time on the
+  RNN sweep's configurations of a hidden size left out of the fit
+  (``benchmarks.calibration.rnn_host``); weighed by how much the step follows
+  its RNN calls' host time.
 - ``emulation_q90``: how far one emulation's steadied host delays fall from
   the median of several of the same configuration
   (``benchmarks/results/emulation_noise.json``); weighed by how much the step
@@ -33,6 +37,8 @@ import argparse
 import json
 from pathlib import Path
 from statistics import median
+
+from benchmarks.calibration.rnn_host import GPUS, left_out_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -66,6 +72,7 @@ def table() -> dict[str, object]:
             "cases": len(cases), "method_q90": q90([c["error"] for c in cases if c.get("error") is not None]),
             "host_q90": {gpu: q90([c["error"] for c in m["configs"]]) for gpu, m in sorted(host.items())},
             "kernel_models": len(kernel_sums), "kernel_q90": q90(kernel_sums),
+            "rnn_host_q90": q90([e for gpu in GPUS for e in left_out_errors(gpu)]),
             "emulations": sum(len(v) for v in noise.values()), "emulation_q90": q90(
                 [x / median(v) - 1 for v in noise.values() for x in v])}
 
