@@ -126,9 +126,8 @@ class Prediction:
         """A 90% interval of the step time (``predictor/uncertainty.json``, ``docs/accuracy.md``): what the
         method misses on the calibration cases, what a host, kernels and cuDNN RNN calls it was not fitted on
         may add (each source's error on models or sizes left out of its fit, times how much this step
-        follows it), how far one
-        emulation's host delays stray from another's, and what this job's steady steps and emulations
-        disagree on."""
+        follows it), how far one emulation's host delays stray from another's, and what this job's steady
+        steps and emulations disagree on."""
         own = [*self.steps_s, *self.emulations_s]
         spread = (max(own) - min(own)) / 2 / self.step_time_s if own and self.step_time_s > 0 else 0.0
         u = _uncertainty()

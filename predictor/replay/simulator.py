@@ -15,7 +15,10 @@ Discrete-event, as in the Maya paper:
   launch latency) and the stream's previous work has finished (plus the
   launch gap: a GPU starts queued kernels about 1 us apart, which a step of
   800 kernels on a busy device pays 800 times), and lasts what
-  ``durations`` says.  The legacy
+  ``durations`` says.  Work its call launches piece by piece while it runs
+  (a cuDNN RNN call's per-step kernels: ``paced``) reaches its stream as the
+  call starts and ends no earlier than the call does, so that from an idle
+  device it lasts as long as the host's launching.  The legacy
   default stream (id 0) waits for, and is waited for by, every blocking
   stream of its device.  ``cudaEventRecord`` marks the stream's time under
   (event, version); ``cudaStreamWaitEvent`` makes a stream wait for it.
