@@ -282,8 +282,10 @@ def interval_lines(p: Prediction) -> list[str]:
     noise (and what steadies it), and the GPU servers' own hosts, which no emulation can steady."""
     low, high = p.interval_s
     host, estimated = p.sensitivity.get("host", 0.0), p.sensitivity.get("estimated", 0.0)
-    why = (f" (the step follows its host {100 * host:.0f}%, kernels no profile measured {100 * estimated:.0f}%)"
-           if p.sensitivity else "")
+    rnn = p.sensitivity.get("rnn_host", 0.0)
+    rnn_part = f", cuDNN RNN calls' host time {100 * rnn:.0f}%" if rnn >= 0.005 else ""
+    why = (f" (the step follows its host {100 * host:.0f}%, kernels no profile measured {100 * estimated:.0f}%"
+           f"{rnn_part})" if p.sensitivity else "")
     lines = [f"  90% interval {low * 1e3:.2f} to {high * 1e3:.2f} ms{why}"]
     if p.host_sensitive and len(p.emulations_s) <= 1:
         lines.append("  note: the step follows its host, and one emulation's host delays can vary by 10% or more "

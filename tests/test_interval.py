@@ -52,9 +52,13 @@ def test_a_step_that_follows_its_rnn_calls_host_gets_the_fit_s_error():
     """A cuDNN RNN call's host time is a fit on the RNN sweep (benchmarks.calibration.rnn_host), off by
     rnn_host_q90 on sizes left out of it: a step that follows it is that much less sure."""
     assert 0.05 < TABLE["rnn_host_q90"] < 1.0
-    paced = prediction([0.1], sensitivity={"host": 0.0, "estimated": 0.0, "rnn_host": 0.5}).interval_s
+    paced = prediction([0.1], sensitivity={"host": 0.0, "estimated": 0.0, "rnn_host": 0.5})
     half = math.hypot(TABLE["method_q90"], 0.5 * TABLE["rnn_host_q90"])
-    assert paced == pytest.approx((0.1 * (1 - half), 0.1 * (1 + half)))
+    assert paced.interval_s == pytest.approx((0.1 * (1 - half), 0.1 * (1 + half)))
+    from maya.cli import interval_lines
+
+    assert "cuDNN RNN calls' host time 50%" in interval_lines(paced)[0]
+    assert "RNN" not in interval_lines(prediction([0.1], sensitivity={"host": 0.1, "rnn_host": 0.0}))[0]
 
 
 def test_the_table_is_what_the_calibration_entry_point_computes():
