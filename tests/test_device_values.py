@@ -222,3 +222,28 @@ def test_the_drawn_values_are_the_same_in_every_emulation(tmp_path: Path) -> Non
     first, second = (run_emulated(ROUTED, tmp_path / name) for name in ("a", "b"))
     assert first.returncode == 0 and second.returncode == 0, first.output + second.output
     assert first.stdout.strip().splitlines()[-1] == second.stdout.strip().splitlines()[-1]
+
+
+PACKED = """
+import json, torch
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+x = torch.randn(5, 7, 3, device="cuda")
+lengths = torch.tensor([3, 7, 1, 5, 2])
+for _ in range(2):  # the second batch's memory is the first's: the inverse must not read what it left
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    y, back = pad_packed_sequence(packed, batch_first=True, total_length=7)
+print(json.dumps({"lengths": back.tolist(), "sorted": packed.sorted_indices.cpu().tolist(),
+                  "unsorted": packed.unsorted_indices.cpu().tolist()}))
+"""
+
+
+def test_a_packed_batch_of_unsorted_lengths_comes_back_in_its_order(tmp_path: Path) -> None:
+    """pack_padded_sequence(enforce_sorted=False) inverts the host's order on the device, where the scatter does
+    not run: pad_packed_sequence read the lengths with whatever that memory held (an index out of range).
+    The inverse is computed on the host from the order's real values."""
+    r = run_emulated(PACKED, tmp_path)
+    assert r.returncode == 0, r.output
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["lengths"] == [3, 7, 1, 5, 2]
+    assert out["sorted"] == [1, 3, 0, 4, 2] and out["unsorted"] == [2, 0, 4, 1, 3]
+    assert not r.rank0["device_values"]["assumed"]  # computed, not assumed

@@ -35,6 +35,9 @@ a natural expected value, the emulated one gets it, and says so:
   ``nonzero`` of known values launches what the real one does (a count, a
   blocking copy of it to the host, the output's write) and returns the
   indices computed on the host.
+- ``torch.nn.utils.rnn.invert_permutation`` (a packed batch's order, sorted
+  by length on the host): its inverse computed on the host from the order's
+  values, which a copy from the host made real.
 
 The host work of all this is left out of the trace clock (the interposer's
 ``maya_hook_pause``; ``summary.json``'s ``hook_seconds`` holds its total), so
@@ -452,6 +455,34 @@ def _wrap_argwhere(original: Any) -> Any:
     return argwhere
 
 
+def _wrap_invert_permutation(original: Any) -> Any:
+    """``pack_padded_sequence(..., enforce_sorted=False)`` sorts a batch's lengths on the host, copies the order
+    to the device and inverts it there (a scatter of an ``arange``, neither of which runs here); the padded
+    output's order and ``pad_packed_sequence``'s lengths are read with the inverse, which would hold whatever
+    the memory held (an index out of range).  The order's values are real (copied from the host), so the
+    inverse is computed from them on the host and written into the result, after the operation's own launches;
+    an order that is no permutation (computed by kernels that did not run) is taken as the identity, and
+    counted."""
+    def invert_permutation(permutation: Any) -> Any:
+        out = original(permutation)
+        if out is None or _compiling() or not getattr(out, "is_cuda", False) or out.dim() != 1:
+            return out
+        with _untimed:
+            try:
+                order = _alias(permutation).clone()
+                n = order.numel()
+                inverse = _torch.arange(n, dtype=order.dtype)
+                if bool(((order >= 0) & (order < n)).all()) and order.unique().numel() == n:
+                    inverse[order] = _torch.arange(n, dtype=order.dtype)
+                else:
+                    assumed[("invert_permutation", _site())] += 1
+                _alias(out).copy_(inverse)
+            except Exception:  # noqa: BLE001 - the operation's own result
+                unknown[("invert_permutation", _site())] += 1
+        return out
+    return invert_permutation
+
+
 def _wrap_tolist(original: Any) -> Any:
     """A host read of device values: counted as unknown when integral and not written by an assumption."""
     def tolist(self: Any) -> Any:
@@ -516,6 +547,8 @@ def install(torch: Any) -> None:
     _replace(torch, "argwhere", _wrap_argwhere)
     T.argwhere = _wrap_argwhere(T.argwhere)
     _replace(torch, "where", _wrap_where)
+    rnn = sys.modules.get("torch.nn.utils.rnn") or __import__("torch.nn.utils.rnn", fromlist=["rnn"])
+    rnn.invert_permutation = _wrap_invert_permutation(rnn.invert_permutation)  # PackedSequence finds it here
     # a router's choice, and what a router's mask, counts and offsets are computed with
     _replace(torch, "topk", _wrap_topk)
     T.topk = _wrap_topk(T.topk)
@@ -548,6 +581,7 @@ ASSUMED_AS = {
     "topk": "each row's k columns drawn uniformly, a router balanced on average",
     "argmax": "each row's column drawn uniformly, a router balanced on average",
     "nonzero": "computed from values known here (a router's drawn choice)",
+    "invert_permutation": "the identity: the order's values were not copied from the host",
 }
 
 
