@@ -96,6 +96,14 @@ WORKLOADS: tuple[Workload, ...] = (
     # under emulation (the same module), and measured then on H100s.
     _w("mixtral_moe", "mixture of experts, top-2, Hugging Face routing", ["--batch", "8", "--seq", "1024",
                                                                          "--warmup", "5"], on=(H100, H200)),
+    # Added 2026-11-29, after cuDNN RNN calls were priced with the server's host time and their work paced by
+    # it (benchmarks/calibration/rnn_host.py), and measured then on an H200 (the one kind lent that day):
+    # recurrent jobs of small layers, whose calls the host paces.
+    _w("char_gru", "recurrent (cuDNN GRU), character LM", ["--batch", "32", "--seq", "200", "--hidden", "512",
+                                                            "--layers", "2", "--warmup", "5"], on=(H200,)),
+    _w("bilstm_tagger", "recurrent (cuDNN bidirectional LSTM), packed", ["--batch", "128", "--max-len", "64",
+                                                                          "--hidden", "256", "--warmup", "5"],
+       on=(H200,)),
 )
 
 BY_NAME = {w.name: w for w in WORKLOADS}
