@@ -247,26 +247,30 @@ MAYA_EXPORT cudnnStatus_t cudnnGetRNNWeightParams(cudnnHandle_t handle, cudnnRNN
 
 /* ------------------------------------------------------------ temporary space */
 
-/* Reserve space (training only): what backward reads of the forward pass, per time step and
- * batch row: LSTM 5 vectors of the hidden size per pseudo-layer (4 gates and the cell state), GRU
- * 6, RNN 1, plus each layer's output but the last (the last is y, which backward is given).  The
- * counts come from the only published cuDNN sizes found (pytorch/pytorch#2895, cuDNN 6 on a
- * P100: LSTM 736000000 and GRU 864000000 bytes for 4 layers of 320 in fp32, whose parameter
- * counts give the shape): they give those sizes' ratio exactly and a whole number of rows
- * (25000 = seq x batch, not shown in the issue); unverified against cuDNN 9.  Workspace: the gate pre-activations of one time step for every
- * pseudo-layer, twice (the layers of the standard algorithm advance as a wavefront); in
- * inference, which has no reserve space to keep them in, those of all steps of one layer too.
- * This one is a guess from the algorithm's structure, unmeasured. */
+/* Reserve space (training only): what backward reads of the forward pass, per token (a sequence's
+ * time step: a packed batch's real ones, not its padding) of the batch: LSTM 5 vectors of the hidden
+ * size per pseudo-layer (4 gates and the cell state), 6 and its projection with an LSTM projection,
+ * GRU 6, RNN 1; plus, between layers, each layer's hidden vector but the last's.  Measured on an H200
+ * with cuDNN 9.19 (benchmarks/campaigns/rnn_memory.py, benchmarks/data/rnn_memory/: torch's reserve
+ * tensor, 472 configurations of LSTM, GRU and RNN, 1-3 layers, one or two directions, fp32 and bf16,
+ * padded and packed, projections of 64 and 128): every reserve this gives is cuDNN's, to the
+ * allocator's rounding.  Workspace: the gate pre-activations of one time step for every pseudo-layer,
+ * twice (the layers of the standard algorithm advance as a wavefront); in inference, which has no
+ * reserve space to keep them in, those of all steps of one layer too.  A guess from the algorithm's
+ * structure: the same measurements put cuDNN's at 9 MiB and more per pseudo-layer, growing with the
+ * tokens and the hidden size in a way no simple formula follows, which this leaves out. */
 static void rnn_temp_sizes(const struct cudnnRNNStruct *r, cudnnForwardMode_t mode,
                            const struct cudnnRNNDataStruct *x, size_t *work, size_t *reserve)
 {
     int64_t elem = dnn_dtype_size(r->dtype), dirs = rnn_dirs(r), g = rnn_gates(r), h = r->hidden;
     int64_t rows = (int64_t)x->max_seq * x->batch;
-    int64_t cell = r->mode == CUDNN_LSTM ? 5 : r->mode == CUDNN_GRU ? 6 : 1;
+    int64_t tokens = x->tokens > 0 ? x->tokens : rows;
+    int64_t proj = rnn_has_proj(r) ? r->proj : 0;
+    int64_t cell = r->mode == CUDNN_LSTM ? (proj ? 6 : 5) : r->mode == CUDNN_GRU ? 6 : 1;
     int64_t ws = 2 * r->layers * dirs * x->batch * g * h;
     int64_t rs = 0;
     if (mode == CUDNN_FWD_MODE_TRAINING)
-        rs = rows * (r->layers * dirs * cell * h + (r->layers - 1) * dirs * rnn_out(r));
+        rs = tokens * (r->layers * dirs * (cell * h + proj) + (r->layers - 1) * dirs * h);
     else
         ws += rows * dirs * g * h;
     *work = (size_t)(ws * elem);
