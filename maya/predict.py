@@ -32,7 +32,7 @@ from maya import catalog
 from maya.predictor import estimate
 from maya.predictor.estimate.rnn import is_rnn, time_steps
 from maya.predictor.replay.host import HostModel, first_gemm_shapes, host_model, quiet_gap_scales
-from maya.predictor.replay.iterations import NoIterations, Steps, trace_steps
+from maya.predictor.replay.iterations import NoIterations, Steps, StepsDiffer, trace_steps
 from maya.predictor.replay.network import Collective, collective_model
 from maya.predictor.replay.sharing import sharing_factors
 from maya.predictor.replay.simulator import RankResult, SimulationError, simulate
@@ -316,7 +316,8 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
     try:
         steps, records = trace_steps(traces[0])
     except ValueError as e:
-        raise PredictError(f"{e}; run the training loop for at least 3 steps") from None
+        hint = "" if isinstance(e, StepsDiffer) else "; run the training loop for at least 3 steps"
+        raise PredictError(f"{e}{hint}") from None
     st = step_time(traces[0], results[0], steps, records)
     collectives = sum(job.collective_ns.values()) or 1.0
     collective_models = {k: v / collectives for k, v in sorted(job.collective_ns.items())}

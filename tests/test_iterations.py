@@ -57,6 +57,23 @@ def test_no_loop_is_refused() -> None:
         find_steps(["a", "b", "c", "a", "x", "y"])  # "a" repeats, but no whole step does
 
 
+def test_steps_that_differ_in_their_operations_are_refused_not_timed_as_a_run_of_copies() -> None:
+    """A packed batch of lengths that change every step launches one copy per length, so no two steps are
+    alike; the longest repeat near the end was then a run of those copies, between two of the loop's
+    waits for the device, timed as a step of one copy (0.01 ms for a 17 ms step of the held-out tagger).
+    Here the steps share no stretch (as there), and the last one's copies are the longest repeat."""
+    waits = {"sync", "sync_read"}
+    keys = ["setup"]
+    for step in range(6):
+        keys += ["h2d", "sync_read", f"pack{step}", "copy", "copy", f"lstm{step}", "loss", "sync_read", "sgd", "sync"]
+    keys += ["h2d", "sync_read", *["copy"] * 40, "lstm", "sync"]
+    with pytest.raises(NoIterations, match="steps differ in their operations"):
+        find_steps(keys, boundary=waits.__contains__)
+    # alike steps with the same waits are found as before
+    alike = ["setup", *(["h2d", "sync_read", *["copy"] * 40, "lstm", "loss", "sync_read", "sgd", "sync"] * 4)]
+    assert find_steps(alike, boundary=waits.__contains__).count >= 3
+
+
 @pytest.mark.emulation
 @requires_library
 def test_emulated_training_loop(tmp_path) -> None:

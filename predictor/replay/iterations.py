@@ -46,6 +46,10 @@ class NoIterations(ValueError):
     """The sequence does not repeat: no training loop to measure."""
 
 
+class StepsDiffer(NoIterations):
+    """The loop's steps differ in their operations: more steps would not help."""
+
+
 @dataclass(frozen=True)
 class Steps:
     """Steady steps of an operation sequence.
@@ -133,6 +137,15 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
     _, covered, neg_p, start = best
     p = -neg_p
     end = start + covered  # the stretch [start, end) equals itself shifted by p
+    waits = sorted(i for positions in anchors.values() for i in positions)
+    if len(waits) > MIN_STEPS and not any(start <= i < end for i in waits):
+        spacing = int(np.median(np.diff(waits)))
+        if p < spacing:
+            raise StepsDiffer(
+                f"the operations repeat only {p} at a time ({covered} in all), where the loop waits for the device "
+                f"every {spacing} operations or so, and never inside them: the loop's steps differ in their operations (a packed batch "
+                "of lengths that change from step to step launches one copy per length), and no stretch of "
+                "identical steps was found to time")
     if boundary is not None:
         cut = next((i for i in range(max(start, 1), start + p + 1) if boundary(keys[i - 1])), start)
         if end - cut >= MIN_STEPS * p:
