@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.calibration.rnn_host import GPUS, priced, runs
+from benchmarks.calibration.rnn_host import GPUS, cases, priced, runs
 from maya.predict import Job, prepare
 from maya.predictor.replay.host import HostModel, host_model
 from maya.predictor.trace import Kind
@@ -63,13 +63,14 @@ def timed_spans(job: Job) -> list[tuple[int, int, int]]:
             for f, b in zip(sorted(fwd), sorted(bwd), strict=True)]
 
 
-def call_times(job: Job, host: HostModel) -> npt.NDArray[np.float64]:
-    """Per configuration, (forward, backward) ns: from an event to the end of the device work issued before
-    the next event (the event's own time where the work ended before it was recorded)."""
+def call_times(job: Job, spans: list[tuple[int, int, int]], host: HostModel) -> npt.NDArray[np.float64]:
+    """Per configuration (``spans``: :func:`timed_spans`), (forward, backward) ns: from an event to the end of
+    the device work issued before the next event (the event's own time where the work ended before it was
+    recorded)."""
     result = job.replay(host)[0]
     work = np.flatnonzero(~np.isnan(result.end))
     out = []
-    for e0, e1, e2 in timed_spans(job):
+    for e0, e1, e2 in spans:
         fwd = work[(work > e0) & (work < e1)]
         bwd = work[(work > e1) & (work < e2)]
         t0 = result.issue[e0]
@@ -79,11 +80,11 @@ def call_times(job: Job, host: HostModel) -> npt.NDArray[np.float64]:
     return np.array(out)
 
 
-def device_times(job: Job) -> npt.NDArray[np.float64]:
+def device_times(job: Job, spans: list[tuple[int, int, int]]) -> npt.NDArray[np.float64]:
     """Per configuration, the estimated device ns of its forward and its backward (both backward calls)."""
     durations = job.durations[0]
     return np.array([(sum(ns for i, ns in durations.items() if e0 < i < e1),
-                      sum(ns for i, ns in durations.items() if e1 < i < e2)) for e0, e1, e2 in timed_spans(job)])
+                      sum(ns for i, ns in durations.items() if e1 < i < e2)) for e0, e1, e2 in spans])
 
 
 def errors(predicted: npt.NDArray[np.float64], measured: npt.NDArray[np.float64]) -> dict[str, float]:
@@ -93,28 +94,30 @@ def errors(predicted: npt.NDArray[np.float64], measured: npt.NDArray[np.float64]
 
 def evaluate(gpu: str, folder: Path) -> dict[str, Any]:
     job = prepare(folder, gpu)
+    spans = timed_spans(job)
     files = runs(gpu)
-    configs = json.loads(files[0].read_text())["cases"]
-    if len(configs) != len(device_times(job)):
-        raise SystemExit(f"{gpu}: {len(device_times(job))} emulated configurations against {len(configs)} measured")
+    measured = {path: json.loads(path.read_text()) for path in files}
+    configs = measured[files[0]]["cases"]
+    if len(configs) != len(spans):
+        raise SystemExit(f"{gpu}: {len(spans)} emulated configurations against {len(configs)} measured")
     host = host_model(gpu)
-    fp32 = [c for path in files for c in json.loads(path.read_text())["cases"] if c["dtype"] == "fp32"]
+    fp32 = cases(files)
     hidden = np.array([c["hidden"] for c in configs])
     left_out = np.zeros((len(configs), 2))
     for h in sorted(set(hidden.tolist())):
         others = [c for c in fp32 if c["hidden"] != h]
         own = replace(host, rnn_call_ns={name: (v[0], v[1], v[2]) for name, v in priced(others).items()})
-        left_out[hidden == h] = call_times(job, own)[hidden == h]
-    ways = {"launched at its end (before)": call_times(job, replace(host, rnn_call_ns={})),
-            "paced, host fitted on all": call_times(job, host), "paced, host fitted without its hidden size": left_out}
-    device = device_times(job)
+        left_out[hidden == h] = call_times(job, spans, own)[hidden == h]
+    ways = {"launched at its end (before)": call_times(job, spans, replace(host, rnn_call_ns={})),
+            "paced, host fitted on all": call_times(job, spans, host),
+            "paced, host fitted without its hidden size": left_out}
+    device = device_times(job, spans)
     report: dict[str, Any] = {"gpu": gpu, "configurations": len(configs), "runs": []}
-    for path in files:
-        cases = json.loads(path.read_text())["cases"]
-        run: dict[str, Any] = {"run": path.name, "measured_on": json.loads(path.read_text())["gpu"]}
+    for path, run_data in measured.items():
+        run: dict[str, Any] = {"run": path.name, "measured_on": run_data["gpu"]}
         for j, direction in enumerate(("fwd", "bwd")):
-            idle = np.array([c[f"{direction}_idle_ms"] for c in cases]) * 1e6
-            own = np.array([c[f"{direction}_ms"] for c in cases]) * 1e6
+            idle = np.array([c[f"{direction}_idle_ms"] for c in run_data["cases"]]) * 1e6
+            own = np.array([c[f"{direction}_ms"] for c in run_data["cases"]]) * 1e6
             run[direction] = {"device_estimate_vs_device_time": errors(device[:, j], own),
                               **{way: errors(t[:, j], idle) for way, t in ways.items()}}
         report["runs"].append(run)
@@ -124,8 +127,8 @@ def evaluate(gpu: str, folder: Path) -> dict[str, Any]:
         i = lstm_lm[0]
         report["lstm_1024x3_b64_s128_fp32_ms"] = {
             **{way: [round(float(v) / 1e6, 3) for v in t[i]] for way, t in ways.items()},
-            "measured_idle": [[round(json.loads(p.read_text())["cases"][i][f"{d}_idle_ms"], 3) for d in ("fwd", "bwd")]
-                              for p in files]}
+            "measured_idle": [[round(d["cases"][i][f"{k}_idle_ms"], 3) for k in ("fwd", "bwd")]
+                              for d in measured.values()]}
     return report
 
 

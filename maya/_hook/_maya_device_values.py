@@ -547,8 +547,8 @@ def install(torch: Any) -> None:
     _replace(torch, "argwhere", _wrap_argwhere)
     T.argwhere = _wrap_argwhere(T.argwhere)
     _replace(torch, "where", _wrap_where)
-    rnn = sys.modules.get("torch.nn.utils.rnn") or __import__("torch.nn.utils.rnn", fromlist=["rnn"])
-    rnn.invert_permutation = _wrap_invert_permutation(rnn.invert_permutation)  # PackedSequence finds it here
+    rnn = torch.nn.utils.rnn  # PackedSequence finds invert_permutation here
+    rnn.invert_permutation = _wrap_invert_permutation(rnn.invert_permutation)
     # a router's choice, and what a router's mask, counts and offsets are computed with
     _replace(torch, "topk", _wrap_topk)
     T.topk = _wrap_topk(T.topk)
