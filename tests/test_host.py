@@ -359,7 +359,9 @@ print(json.dumps(took))
     r, took, trace, gap = _run_timed_pause(script, tmp_path)
     hook_s = trace.header["hook_us"] / 1e6
     assert r.rank0["hook_seconds"] == pytest.approx(hook_s)
-    assert gap < 0.2 * took * 1e9 and 0.9 * took <= hook_s <= took
+    # hook_us is the process's CPU time over the pause (every thread's): another thread's moment of work inside
+    # it can put it a little over the wall time the script measured around the pause
+    assert gap < 0.2 * took * 1e9 and 0.9 * took <= hook_s <= 1.05 * took
     assert trace.header["gc_us"] / 1e6 < 0.1 * took  # the nested collection is the hook's
 
 
