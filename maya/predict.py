@@ -478,7 +478,7 @@ def steady_pace(trace: Trace, samples: Sequence[Sequence[int]],
     except NoIterations:
         return 0
     t = trace.records["t_ns"]
-    lo, hi = int(t[records[steps.starts[0]]]), int(t[records[steps.starts[-1] + steps.period - 1]])
+    lo, hi = int(t[records[steps.starts[0]]]), int(t[records[steps.end - 1]])
     nearest = sorted(samples, key=lambda s: max(lo - int(s[0]), int(s[0]) - hi, 0))
     inside = [int(ns) for at, ns in nearest if lo <= at <= hi]
     chosen = sorted(inside if len(inside) >= MIN_SAMPLES else [int(ns) for _, ns in nearest[:MIN_SAMPLES]])

@@ -37,7 +37,7 @@ from maya.predictor.replay.host import (
     step_host_times_ns,
 )
 from maya.predictor.replay.simulator import CALL_NS, simulate
-from maya.predictor.trace import Kind, Trace, read_trace
+from maya.predictor.trace import Flag, Kind, Trace, TraceWriter, read_trace
 
 if TYPE_CHECKING:
     from emulated import EmulatedRun
@@ -74,6 +74,32 @@ def test_each_steady_step_is_steadied_to_the_quickest(tmp_path: Path) -> None:
         assert scale[order[a:b]] == pytest.approx(65_000.0 / total)
         inside[order[a:b]] = True
     assert (scale[~inside] == 1.0).all()
+
+
+def test_steps_that_differ_in_their_operations_are_steadied_per_operation(tmp_path: Path) -> None:
+    """A packed batch's step launches a copy per length, as many as it has: a step of more copies has as
+    much more host work, and a host as steady as here (10 us before every call) is left as it is."""
+    w = TraceWriter(rank=0, world_size=1)
+    for k, name in enumerate(("embed", "copy", "lstm"), start=1):
+        sid = w.string(name)
+        w.record(Kind.FUNC, t_ns=0, a=[k, sid, sid])
+    t = 0
+    w.record(Kind.DEVICE_SYNC, t_ns=t)
+    for copies in (5, 9, 6, 12, 7, 10):
+        for k in (1, *[2] * copies, 3):
+            t += 10_000
+            w.record(Kind.KERNEL, t_ns=t, dur_ns=0, a=[k, 1, 1, 0, 0], flags=Flag.ASYNC)
+            if k == 1:
+                t += 10_000
+                w.record(Kind.STREAM_SYNC, t_ns=t)
+        t += 10_000
+        w.record(Kind.DEVICE_SYNC, t_ns=t)
+    w.write(tmp_path / "packed.mayatrace")
+    trace = read_trace(tmp_path / "packed.mayatrace")
+    _, spans, totals = steady_step_delays(trace)
+    assert len(spans) >= 3 and len({b - a for a, b in spans}) > 1  # steps found, of different lengths
+    (scale,) = quiet_gap_scales([trace])
+    assert scale == pytest.approx(np.ones(len(scale)))
 
 
 def test_ranks_doing_the_same_work_are_steadied_to_the_quickest_of_them(tmp_path: Path) -> None:

@@ -11,9 +11,12 @@ the most device operations, warm-up excluded.
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from emulated import requires_library, run_emulated
 
+from maya.predict import predict_folder
 from maya.predictor.replay.iterations import NoIterations, find_steps, trace_steps
 from maya.predictor.trace import read_trace
 from maya.predictor.trace.ops import thread_names
@@ -57,11 +60,37 @@ def test_no_loop_is_refused() -> None:
         find_steps(["a", "b", "c", "a", "x", "y"])  # "a" repeats, but no whole step does
 
 
-def test_steps_that_differ_in_their_operations_are_refused_not_timed_as_a_run_of_copies() -> None:
+def _packed_step(rng: random.Random) -> list[str]:
+    """One step of a packed-batch loop: a read of the lengths, a copy or a kernel per distinct length (as
+    many as the batch has, in an order of its own), the RNN, the loss's reads, the optimizer, a sync."""
+    per_length = [rng.choice(["copy", "fill"]) for _ in range(rng.randrange(30, 48))]
+    return ["h2d", "gather", "sync_read", *per_length, "lstm", "scatter", "sync_read", "loss", "lstm_bwd", "sgd",
+            "sync"]
+
+
+def test_steps_that_differ_in_their_operations_are_cut_at_the_loops_waits() -> None:
     """A packed batch of lengths that change every step launches one copy per length, so no two steps are
-    alike; the longest repeat near the end was then a run of those copies, between two of the loop's
-    waits for the device, timed as a step of one copy (0.01 ms for a 17 ms step of the held-out tagger).
-    Here the steps share no stretch (as there), and the last one's copies are the longest repeat."""
+    alike and the longest repeat near the end was a run of those copies, timed as a step of one copy (0.01 ms
+    for a 17 ms step of the held-out tagger).  The loop still waits at the same places of every step, with
+    the same kinds of operation between: the steps are cut there, each as long as it is."""
+    rng = random.Random(0)
+    waits = {"sync", "sync_read"}
+    steps_ops = [_packed_step(rng) for _ in range(8)]
+    keys = ["setup", "sync", "init", "sync_read", *(k for step in steps_ops for k in step)]
+    steps = find_steps(keys, boundary=waits.__contains__)
+    assert not steps.alike and steps.period == 0
+    lengths = [len(s) for s in steps_ops]
+    assert [b - a for a, b in zip(steps.starts, [*steps.starts[1:], steps.end], strict=True)] == lengths[-steps.count:]
+    assert steps.count >= 6 and steps.end == len(keys) and steps.tail == 0
+    assert all(keys[s] == "h2d" for s in steps.starts)  # each begins where the loop's step does
+    # alike steps with the same waits are found as before, as a period
+    alike = ["setup", *(["h2d", "sync_read", *["copy"] * 40, "lstm", "loss", "sync_read", "sgd", "sync"] * 4)]
+    found = find_steps(alike, boundary=waits.__contains__)
+    assert found.alike and found.count >= 3
+
+
+def test_steps_whose_waits_do_not_repeat_either_are_refused() -> None:
+    """Where neither the operations nor the stretches between the waits repeat, nothing is timed."""
     waits = {"sync", "sync_read"}
     keys = ["setup"]
     for step in range(6):
@@ -69,9 +98,36 @@ def test_steps_that_differ_in_their_operations_are_refused_not_timed_as_a_run_of
     keys += ["h2d", "sync_read", *["copy"] * 40, "lstm", "sync"]
     with pytest.raises(NoIterations, match="steps differ in their operations"):
         find_steps(keys, boundary=waits.__contains__)
-    # alike steps with the same waits are found as before
-    alike = ["setup", *(["h2d", "sync_read", *["copy"] * 40, "lstm", "loss", "sync_read", "sgd", "sync"] * 4)]
-    assert find_steps(alike, boundary=waits.__contains__).count >= 3
+
+
+@pytest.mark.emulation
+@requires_library
+def test_an_emulated_loop_of_packed_batches_is_timed_step_by_step(tmp_path) -> None:
+    """Packed batches of changing lengths under emulation: the steps are found (each as long as it is), and
+    `maya predict` times them."""
+    script = """
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+g = torch.Generator().manual_seed(0)
+lstm = torch.nn.LSTM(16, 32, batch_first=True, bidirectional=True).cuda()
+opt = torch.optim.SGD(lstm.parameters(), lr=0.1)
+for step in range(8):
+    lengths = torch.randint(3, 25, (16,), generator=g)
+    x = torch.randn(16, 24, 16).pin_memory().to("cuda", non_blocking=True)
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    y, _ = pad_packed_sequence(lstm(packed)[0], batch_first=True, total_length=24)
+    y.square().mean().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+"""
+    run = run_emulated(script, tmp_path)
+    assert run.returncode == 0, run.output
+    steps, records = trace_steps(read_trace(run.trace_path()))
+    assert not steps.alike and steps.count >= 5
+    assert len({b - a for a, b in zip(steps.starts, [*steps.starts[1:], steps.end], strict=True)}) > 1  # lengths differ
+    prediction = predict_folder(run.trace_path().parent, "H100-SXM-80GB")
+    assert prediction.step_time_s > 0 and len(prediction.steps_s) == steps.count
 
 
 @pytest.mark.emulation

@@ -266,7 +266,7 @@ def steady_step_delays(trace: Trace) -> tuple[npt.NDArray[np.int64], list[tuple[
     t = trace.records["t_ns"][order].astype(np.float64)
     gaps = np.zeros(len(order))
     gaps[1:] = np.maximum(t[1:] - (t[:-1] + trace.records["dur_ns"][order][:-1]), 0.0)
-    ends = [*steps.starts[1:], steps.starts[-1] + steps.period]
+    ends = [*steps.starts[1:], steps.end]
     cuts = [(float(trace.records["t_ns"][records[a]]), float(trace.records["t_ns"][records[b]]))
             for a, b in zip(steps.starts, ends, strict=True) if b < len(records)]
     spans = [(int(np.searchsorted(t, lo)), int(np.searchsorted(t, hi))) for lo, hi in cuts]
@@ -276,7 +276,7 @@ def steady_step_delays(trace: Trace) -> tuple[npt.NDArray[np.int64], list[tuple[
 def quiet_gap_scales(traces: Sequence[Trace]) -> list[npt.NDArray[np.float64]]:
     """Per rank, a factor on the host delay before each record (by record index): each steady
     step's delays are scaled to add up to those of the quickest steady step of any rank whose
-    steps repeat the same operations (1 outside the steady steps).
+    steps repeat the same operations, per record of the step (1 outside the steady steps).
 
     Why: a burst of interference on the emulating machine (another process, the hypervisor) can
     slow several consecutive steps of an emulation twofold, while the steps themselves repeat the
@@ -289,15 +289,18 @@ def quiet_gap_scales(traces: Sequence[Trace]) -> list[npt.NDArray[np.float64]]:
     work = [np.bincount(t.records["kind"][order[spans[0][0]:spans[0][1]]], minlength=256).tobytes() if spans else b""
             for t, (order, spans, _) in zip(traces, found, strict=True)]
     quickest: dict[bytes, float] = {}
-    for key, (_, _, totals) in zip(work, found, strict=True):
+    # Per record of the step: steps that differ in their operations (a packed batch's copy per length)
+    # differ in their host work by as much.
+    for key, (_, spans, totals) in zip(work, found, strict=True):
         if totals:
-            quickest[key] = min(quickest.get(key, np.inf), min(totals))
+            quickest[key] = min(quickest.get(key, np.inf), *(t / (b - a) for (a, b), t in zip(spans, totals,
+                                                                                             strict=True)))
     scales = []
     for t, key, (order, spans, totals) in zip(traces, work, found, strict=True):
         scale = np.ones(len(t.records))
         for (a, b), total in zip(spans, totals, strict=True):
             if total > 0:
-                scale[order[a:b]] = quickest[key] / total
+                scale[order[a:b]] = quickest[key] * (b - a) / total
         scales.append(scale)
     return scales
 

@@ -20,6 +20,16 @@ data-dependent size) still marks the same place in the loop.  Steps are cut
 after the first host synchronisation of the steady stretch (or where it
 starts), then every ``p`` operations; a step is only reported when the
 operations of a whole period follow it.
+
+Some loops' steps differ in their operations: a packed batch of sentences
+whose lengths change every step launches one copy per distinct length, so no
+stretch of operations repeats.  Such a loop still waits for the device at
+the same places of every step (a synchronisation at its end, the reads of
+the batch's lengths), and between two waits it launches the same *kinds* of
+operation, only more or fewer of them.  Its steps are then found on the
+sequence of stretches between waits, each known by the set of operations it
+holds and the wait that ends it: that sequence repeats, every ``m`` waits,
+and a step is ``m`` such stretches, as long as they are.
 """
 
 from __future__ import annotations
@@ -54,20 +64,27 @@ class StepsDiffer(NoIterations):
 class Steps:
     """Steady steps of an operation sequence.
 
-    ``period``: operations per step; ``starts``: index of each steady step's
-    first operation (``starts[i + 1] - starts[i] == period``); ``warmup``:
-    operations before the first steady step; ``tail``: operations after the
-    last whole steady step.
+    ``starts``: index of each steady step's first operation; ``end``: the
+    index after the last one's last operation; ``period``: operations per
+    step (``starts[i + 1] - starts[i] == period``), 0 where the steps differ
+    in their operations and so in their lengths; ``warmup``: operations
+    before the first steady step; ``tail``: operations after the last.
     """
 
     period: int
     starts: tuple[int, ...]
+    end: int
     warmup: int
     tail: int
 
     @property
     def count(self) -> int:
         return len(self.starts)
+
+    @property
+    def alike(self) -> bool:
+        """Whether every step issues the same operations."""
+        return self.period > 0
 
 
 def _codes(keys: Sequence[Hashable]) -> npt.NDArray[np.int64]:
@@ -131,27 +148,63 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
             key = (n - end <= max(p, EPILOGUE), length + p, -p, start)
             if best is None or key > best:
                 best = key
+    waits = sorted(i for positions in anchors.values() for i in positions)
+    by_waits = _steps_between_waits(keys, boundary) if boundary is not None and len(waits) > MIN_STEPS else None
     if best is None:
+        if by_waits is not None:
+            return by_waits
         raise NoIterations(f"no repeating sequence of operations among {n}: "
                            f"the trace needs at least {MIN_STEPS} identical training steps")
     _, covered, neg_p, start = best
     p = -neg_p
     end = start + covered  # the stretch [start, end) equals itself shifted by p
-    waits = sorted(i for positions in anchors.values() for i in positions)
+    if by_waits is not None and covered < (MIN_STEPS + 1) * p and by_waits.end - by_waits.starts[0] > covered:
+        return by_waits  # two alike steps by chance, where the waits repeat for longer
     if len(waits) > MIN_STEPS and not any(start <= i < end for i in waits):
-        spacing = int(np.median(np.diff(waits)))
-        if p < spacing:
-            raise StepsDiffer(
-                f"the operations repeat only {p} at a time ({covered} in all), where the loop waits for the device "
-                f"every {spacing} operations or so, and never inside them: the loop's steps differ in their operations (a packed batch "
-                "of lengths that change from step to step launches one copy per length), and no stretch of "
-                "identical steps was found to time")
+        # The repeat lies between two of the loop's waits: the loop's steps (which wait only every so many
+        # steps), or a run of operations inside one step (a copy per length of a packed batch), which
+        # then holds few of the kinds of operation the loop issues between its waits.
+        if by_waits is not None:
+            if 2 * len(set(keys[start:start + p])) < len(set(keys[by_waits.starts[-1]:by_waits.end])):
+                return by_waits
+        else:
+            spacing = int(np.median(np.diff(waits)))
+            if p < spacing:
+                raise StepsDiffer(
+                    f"the operations repeat only {p} at a time ({covered} in all), where the loop waits for the "
+                    f"device every {spacing} operations or so, and never inside them: the loop's steps differ in "
+                    "their operations (a packed batch of lengths that change from step to step launches one copy "
+                    "per length), and neither a stretch of identical steps nor a repeating pattern of waits was "
+                    "found to time")
     if boundary is not None:
         cut = next((i for i in range(max(start, 1), start + p + 1) if boundary(keys[i - 1])), start)
         if end - cut >= MIN_STEPS * p:
             start = cut
     starts = tuple(range(start, end - p + 1, p))
-    return Steps(period=p, starts=starts, warmup=start, tail=len(x) - (starts[-1] + p))
+    return Steps(period=p, starts=starts, end=starts[-1] + p, warmup=start, tail=len(x) - (starts[-1] + p))
+
+
+def _steps_between_waits(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool]) -> Steps | None:
+    """Steps of a loop whose steps differ in their operations, cut after its waits for the device; None
+    where the loop's waits do not repeat.
+
+    The stretches between two runs of waits, each known by the set of operations it issues and the
+    wait that ends it, repeat every ``m`` stretches where the loop's steps do; a step is ``m``
+    stretches."""
+    after_waits = [i + 1 for i in range(len(keys)) if boundary(keys[i]) and (i + 1 == len(keys) or keys[i + 1] != keys[i])]
+    cuts = [0, *after_waits] if after_waits[0] > 0 else after_waits
+    if cuts[-1] < len(keys):
+        cuts.append(len(keys))
+    stretches = [(frozenset(keys[a:b]), keys[b - 1]) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    try:
+        found = find_steps(stretches)
+    except NoIterations:
+        return None
+    if found.tail > found.period:  # the waits must repeat up to the last step (or an epilogue)
+        return None
+    starts = tuple(cuts[i] for i in found.starts)
+    end = cuts[found.end]
+    return Steps(period=0, starts=starts, end=end, warmup=starts[0], tail=len(keys) - end)
 
 
 AUTOGRAD_THREAD = "pt_autograd_"  # the prefix of the names PyTorch gives its backward threads

@@ -82,7 +82,7 @@ def _subtract(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDA
 def step_time(trace: Trace, result: RankResult, steps: Steps, records: Sequence[int]) -> StepTime:
     """Step time and breakdown of rank 0 (``steps`` found on ``records``, record indices of one thread)."""
     starts = [float(result.issue[records[s]]) for s in steps.starts]
-    after = steps.starts[-1] + steps.period
+    after = steps.end
     # The last step ends when its work has run, or where the next one starts: what follows it may be
     # other work (the end of the loop, a report, the program's exit).
     finish = _done(result, starts[-1], float(result.issue[records[after - 1]]))
