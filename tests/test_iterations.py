@@ -89,6 +89,22 @@ def test_steps_that_differ_in_their_operations_are_cut_at_the_loops_waits() -> N
     assert found.alike and found.count >= 3
 
 
+def test_two_alike_steps_are_kept_where_the_waits_cut_them_so_and_a_chance_pair_is_not() -> None:
+    """With only two alike steps, the waits may repeat for longer: over a first step of the same kinds of
+    operation (cuDNN's trials run more of the same convolutions), which must stay out; or because the steps
+    differ and two of them repeat by chance (a step of 12 copies as long as the stretch two others span)."""
+    waits = {"sync", "sync_read"}
+    keys = ["sync", "embed", "sync_read", *["conv"] * 9, "lstm", "sync"]
+    keys += ["embed", "sync_read", *["conv"] * 3, "lstm", "sync"] * 2
+    steps = find_steps(keys, boundary=waits.__contains__)
+    assert steps.alike and steps.period == 7 and steps.count == 2
+    chance = ["sync"]
+    for copies in (5, 9, 6, 12, 7, 10):
+        chance += ["embed", "sync_read", *["copy"] * copies, "lstm", "sync"]
+    steps = find_steps(chance, boundary=waits.__contains__)
+    assert not steps.alike and steps.count == 6 and steps.end == len(chance)
+
+
 def test_steps_whose_waits_do_not_repeat_either_are_refused() -> None:
     """Where neither the operations nor the stretches between the waits repeat, nothing is timed."""
     waits = {"sync", "sync_read"}

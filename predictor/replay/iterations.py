@@ -150,6 +150,7 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
                 best = key
     waits = sorted(i for positions in anchors.values() for i in positions)
     by_waits = _steps_between_waits(keys, boundary) if boundary is not None and len(waits) > MIN_STEPS else None
+    waited = set(anchors)  # the keys of the loop's waits
     if best is None:
         if by_waits is not None:
             return by_waits
@@ -158,8 +159,6 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
     _, covered, neg_p, start = best
     p = -neg_p
     end = start + covered  # the stretch [start, end) equals itself shifted by p
-    if by_waits is not None and covered < (MIN_STEPS + 1) * p and by_waits.end - by_waits.starts[0] > covered:
-        return by_waits  # two alike steps by chance, where the waits repeat for longer
     if len(waits) > MIN_STEPS and not any(start <= i < end for i in waits):
         # The repeat lies between two of the loop's waits: the loop's steps (which wait only every so many
         # steps), or a run of operations inside one step (a copy per length of a packed batch), which
@@ -181,6 +180,13 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
         if end - cut >= MIN_STEPS * p:
             start = cut
     starts = tuple(range(start, end - p + 1, p))
+    if by_waits is not None and covered < (MIN_STEPS + 1) * p and by_waits.end - by_waits.starts[0] > covered:
+        # Two alike steps only, where the waits repeat for longer: the loop's steps if the waits cut them
+        # so (the waits then repeat over a first step too), else a chance.
+        inside = [b - a for a, b in zip(by_waits.starts, [*by_waits.starts[1:], by_waits.end], strict=True)
+                  if start <= a and b <= end]
+        if not inside or any(length != p for length in inside) or not all(i > 0 and keys[i - 1] in waited for i in starts):
+            return by_waits
     return Steps(period=p, starts=starts, end=starts[-1] + p, warmup=start, tail=len(x) - (starts[-1] + p))
 
 
