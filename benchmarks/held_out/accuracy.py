@@ -113,7 +113,7 @@ def ask(w: Workload, k: int, work: Path, steps: int,
 
 def step_check(folder: Path, steps: int) -> dict[str, Any]:
     """The steady step ``maya predict`` found in rank 0's trace (the thread it chose; its
-    operations and host waits per period) beside the script's own: every workload synchronises
+    operations and host waits per period, or the median step's where the steps differ) beside the script's own: every workload synchronises
     the device before and after a timed step, so the loop's thread is the one of the last device
     synchronisation, and a step of the loop is what that thread issues from one synchronisation
     to the next but one.  Where the two differ, the prediction measured something other than a
@@ -123,7 +123,9 @@ def step_check(folder: Path, steps: int) -> dict[str, Any]:
     thread, kinds = trace.records["thread"], trace.records["kind"]
     names = thread_names(trace)
     syncs = np.flatnonzero(kinds == int(Kind.DEVICE_SYNC))
-    out: dict[str, Any] = {"period_ops": found.period, "steps_thread": names.get(int(thread[records[0]]), "?")}
+    # steps that differ in their operations: the median step's
+    period = found.period or int(median(np.diff([*found.starts, found.end]).tolist()))
+    out: dict[str, Any] = {"period_ops": period, "steps_thread": names.get(int(thread[records[0]]), "?")}
     if not len(syncs):
         return out
     loop = int(thread[syncs[-1]])
