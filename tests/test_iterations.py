@@ -105,6 +105,20 @@ def test_two_alike_steps_are_kept_where_the_waits_cut_them_so_and_a_chance_pair_
     assert not steps.alike and steps.count == 6 and steps.end == len(chance)
 
 
+def test_steps_that_differ_after_a_set_up_of_many_alike_waits() -> None:
+    """A set-up that waits after each of many copies (a model's parameters moved one by one) repeats its one
+    stretch between waits for longer than the loop's steps repeat theirs; the steps still come last."""
+    rng = random.Random(1)
+    waits = {"sync", "sync_read"}
+    keys = ["h2d", "sync"] * 30
+    steps_ops = [_packed_step(rng) for _ in range(8)]
+    keys += [k for step in steps_ops for k in step]
+    steps = find_steps(keys, boundary=waits.__contains__)
+    assert not steps.alike and steps.end == len(keys)
+    assert [b - a for a, b in zip(steps.starts, [*steps.starts[1:], steps.end], strict=True)] == [
+        len(s) for s in steps_ops][-steps.count:]
+
+
 def test_steps_whose_waits_do_not_repeat_either_are_refused() -> None:
     """Where neither the operations nor the stretches between the waits repeat, nothing is timed."""
     waits = {"sync", "sync_read"}

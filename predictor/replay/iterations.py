@@ -50,6 +50,7 @@ _HOST_WAITS = (int(Kind.STREAM_SYNC), int(Kind.DEVICE_SYNC), int(Kind.EVENT_SYNC
 CANDIDATES = 24  # most frequent repeat gaps tried as periods
 RARE = 8  # keys seen at most this often contribute all their repeat gaps
 EPILOGUE = 256  # operations after the last step (a final sync, a checkpoint) that still count as "at the end"
+STRETCH_EPILOGUE = 2  # stretches between waits after the last step that still count as "at the end"
 
 
 class NoIterations(ValueError):
@@ -122,12 +123,15 @@ def _runs(eq: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.int64], npt.NDArray
     return edges[::2], edges[1::2] - edges[::2]
 
 
-def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | None = None) -> Steps:
+def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | None = None,
+               epilogue: int = EPILOGUE) -> Steps:
     """The steady steps of ``keys`` (one hashable per operation, in issue order).
 
     Any phase of a periodic stretch is a valid cut; with ``boundary`` (keys
     after which a step may begin: the host's synchronisation at the end of a
-    step), the first such cut in the stretch is taken, else its start."""
+    step), the first such cut in the stretch is taken, else its start.
+    ``epilogue``: the most keys after the last step that still count as the
+    end of the sequence."""
     x = _codes(keys)
     n = len(x)
     # (reaches the end, covered operations, -period, stretch start): stretches that run to the end
@@ -145,7 +149,7 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
             if length < (MIN_STEPS - 1) * p:
                 continue
             end = start + length + p
-            key = (n - end <= max(p, EPILOGUE), length + p, -p, start)
+            key = (n - end <= max(p, epilogue), length + p, -p, start)
             if best is None or key > best:
                 best = key
     waits = sorted(i for positions in anchors.values() for i in positions)
@@ -202,11 +206,11 @@ def _steps_between_waits(keys: Sequence[Hashable], boundary: Callable[[Hashable]
     if cuts[-1] < len(keys):
         cuts.append(len(keys))
     stretches = [(frozenset(keys[a:b]), keys[b - 1]) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-    try:
-        found = find_steps(stretches)
+    try:  # up to the last step, or an epilogue of a stretch or two (a final sync, a report)
+        found = find_steps(stretches, epilogue=STRETCH_EPILOGUE)
     except NoIterations:
         return None
-    if found.tail > found.period:  # the waits must repeat up to the last step (or an epilogue)
+    if found.tail > max(found.period, STRETCH_EPILOGUE):
         return None
     starts = tuple(cuts[i] for i in found.starts)
     end = cuts[found.end]
