@@ -104,6 +104,13 @@ WORKLOADS: tuple[Workload, ...] = (
     _w("bilstm_tagger", "recurrent (cuDNN bidirectional LSTM), packed", ["--batch", "128", "--max-len", "64",
                                                                           "--hidden", "256", "--warmup", "5"],
        on=(H200,)),
+    # Added 2026-11-29, after steps that differ in their operations were cut at the loop's waits
+    # (maya.predictor.replay.iterations) and cuDNN's RNN workspace was measured, and measured then on an H200:
+    # a loop whose shapes change every step, and a second packed recurrent loop.
+    _w("bucketed_encoder", "encoder, length-bucketed batches", ["--batch", "192", "--buckets", "128,256,384",
+                                                                "--warmup", "5"], on=(H200,)),
+    _w("packed_gru_frames", "recurrent (cuDNN bidirectional GRU), packed and sorted",
+       ["--batch", "32", "--max-frames", "300", "--hidden", "320", "--layers", "3", "--warmup", "5"], on=(H200,)),
 )
 
 BY_NAME = {w.name: w for w in WORKLOADS}
