@@ -111,6 +111,11 @@ def ask(w: Workload, k: int, work: Path, steps: int,
     return folder, emulate(w, steps, folder, timeout_s), further
 
 
+# Steps that differ in their operations: the median step found and the script's median step (over other
+# steps) may differ by this much and still be the same loop's.
+STEPS_DIFFER_SLACK = 0.1
+
+
 def step_check(folder: Path, steps: int) -> dict[str, Any]:
     """The steady step ``maya predict`` found in rank 0's trace (the thread it chose; its
     operations and host waits per period, or the median step's where the steps differ) beside the script's own: every workload synchronises
@@ -125,7 +130,8 @@ def step_check(folder: Path, steps: int) -> dict[str, Any]:
     syncs = np.flatnonzero(kinds == int(Kind.DEVICE_SYNC))
     # steps that differ in their operations: the median step's
     period = found.period or int(median(np.diff([*found.starts, found.end]).tolist()))
-    out: dict[str, Any] = {"period_ops": period, "steps_thread": names.get(int(thread[records[0]]), "?")}
+    out: dict[str, Any] = {"period_ops": period, "alike": found.alike,
+                           "steps_thread": names.get(int(thread[records[0]]), "?")}
     if not len(syncs):
         return out
     loop = int(thread[syncs[-1]])
@@ -239,7 +245,8 @@ def predict_all(w: Workload, truths: list[Truth], folder: Path, emulated: dict[s
         if "loop_thread" in check and check["steps_thread"] != check["loop_thread"]:
             note = (f"steady step found in thread {check['steps_thread']}, not the loop's ({check['loop_thread']}): "
                     f"{check['period_ops']} operations; the script's step: {check['script_step_ops']}")
-        elif check.get("script_step_ops") not in (None, check["period_ops"]):
+        elif check.get("script_step_ops") not in (None, check["period_ops"]) and (
+                check["alike"] or abs(check["period_ops"] / max(check["script_step_ops"], 1) - 1) > STEPS_DIFFER_SLACK):
             note = f"steady step found: {check['period_ops']} operations; the script's step: {check['script_step_ops']}"
         row = case_row(w, t, p.step_time_s, emulated, note)
         low, high = p.interval_s
