@@ -44,24 +44,14 @@ def emulated(gpu: str, scratch: Path, campaign: Path = CAMPAIGN) -> list[dict[st
     return list(json.loads(out.read_text())["cases"])
 
 
-def compare(measured: list[dict[str, Any]], emulated: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per quantity, emulated over measured: the median, the extremes, and how many are within 1%."""
+def compare(measured: list[dict[str, Any]], emulated: list[dict[str, Any]],
+            keys: tuple[str, ...] = KEYS) -> dict[str, Any]:
+    """Per quantity, emulated over measured: the median, the extremes, the error's median and 90th
+    percentile, and how many are within 1% and 10%."""
     if len(measured) != len(emulated):
         raise SystemExit(f"{len(emulated)} emulated configurations against {len(measured)} measured")
     out: dict[str, Any] = {"configurations": len(measured)}
-    for key in KEYS:
-        ratios = [e[key] / m[key] for m, e in zip(measured, emulated, strict=True) if m[key] > 0]
-        out[key] = {"median_ratio": median(ratios), "min_ratio": min(ratios), "max_ratio": max(ratios),
-                    "within_1pct": sum(abs(r - 1) <= 0.01 for r in ratios), "compared": len(ratios)}
-    return out
-
-
-def compare_workspace(measured: list[dict[str, Any]], emulated: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per phase, the emulated workspace over cuDNN's: median, quantiles of the error, extremes, exact ones."""
-    if len(measured) != len(emulated):
-        raise SystemExit(f"{len(emulated)} emulated configurations against {len(measured)} measured")
-    out: dict[str, Any] = {"configurations": len(measured)}
-    for key in WS_KEYS:
+    for key in keys:
         ratios = [e[key] / m[key] for m, e in zip(measured, emulated, strict=True) if m[key] > 0]
         errs = sorted(abs(r - 1) for r in ratios)
         out[key] = {"median_ratio": median(ratios), "min_ratio": min(ratios), "max_ratio": max(ratios),
@@ -88,8 +78,8 @@ def main() -> int:
                       f"within 1%: {k['within_1pct']} of {k['compared']}")
         for data in sorted(WS_DATA.glob("*.json")):
             gpu = data.stem
-            w = compare_workspace(json.loads(data.read_text())["cases"],
-                                  emulated(gpu, Path(scratch) / f"ws-{gpu}", WS_CAMPAIGN))
+            w = compare(json.loads(data.read_text())["cases"], emulated(gpu, Path(scratch) / f"ws-{gpu}", WS_CAMPAIGN),
+                        WS_KEYS)
             results.setdefault(gpu, {})["workspace"] = w
             print(f"{gpu}: workspace of {w['configurations']} configurations, emulated over measured")
             for key in WS_KEYS:
