@@ -99,9 +99,11 @@ def test_a_plan_is_recommended_through_emulation_jobs(operator, kube_client, kub
     assert status["observedGeneration"] == 1
     assert status["emulations"]["ran"] == local["emulations"]["ran"] == len(jobs(kube_client, ns))
     assert {c["type"] for c in status["conditions"]} == {"Recommended", "Degraded"}
-    # The median of the host-bound program's runs, each one's figure kept by the CRD's status schema.
-    assert status["recommendation"]["emulationsStepTimeSeconds"] == local["recommendation"]["emulationsStepTimeSeconds"]
+    # The median of the host-bound program's runs, each one's figure kept by the CRD's status schema (on a
+    # busy machine every run may be set aside as run in a slow phase of its CPU, and only those are listed).
     rec = status["recommendation"]
+    for key in ("emulationsStepTimeSeconds", "emulationsSlowPhaseStepTimeSeconds"):
+        assert rec.get(key) == local["recommendation"].get(key), key
     assert rec.get("emulationsSlowPhaseStepTimeSeconds") or len(rec["emulationsStepTimeSeconds"]) in (2, 3)
 
 
