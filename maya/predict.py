@@ -58,6 +58,7 @@ AGREE = 0.01
 # is set aside and another emulation asked for, SPARE at most beyond those the question wants.
 SLOW_PHASE = 1.25
 SPARE = 2
+SAME_WORK = 0.01  # steps whose device work agrees this closely (relative) do the same work
 MIN_SAMPLES = 3  # samples of the yardstick in the steady steps that say how fast they ran
 
 
@@ -96,6 +97,7 @@ class Prediction:
     # judged): over SLOW_PHASE, every emulation of the question ran in a slow phase of the emulating CPU
     pace_over_usual: float | None = None
     host_probe_ns: float | None = None  # the emulating CPU's probe reading the host delays were scaled by
+    steps_work_s: tuple[float, ...] = ()  # per steady step, its device work (StepTime.work): steps of one work
 
     @property
     def peak_memory_high_bytes(self) -> list[int]:
@@ -128,8 +130,8 @@ class Prediction:
         may add (each source's error on models or sizes left out of its fit, times how much this step
         follows it), how far one emulation's host delays stray from another's, and what this job's steady
         steps and emulations disagree on."""
-        own = [*self.steps_s, *self.emulations_s]
-        spread = (max(own) - min(own)) / 2 / self.step_time_s if own and self.step_time_s > 0 else 0.0
+        spread = own_spread(self.steps_s, self.steps_work_s, self.emulations_s) / 2 / self.step_time_s \
+            if self.step_time_s > 0 else 0.0
         u = _uncertainty()
         host_q90 = u["host_q90"].get(self.gpu, max(u["host_q90"].values()))
         host = self.sensitivity.get("host", 0.0)
@@ -151,6 +153,25 @@ class Prediction:
                 "pace_over_usual": self.pace_over_usual, "sensitivity": self.sensitivity,
                 "collective_models": self.collective_models, "approximated": self.approximated,
                 "device_values": self.device_values}
+
+
+def own_spread(steps_s: Sequence[float], work_s: Sequence[float], emulations_s: Sequence[float]) -> float:
+    """How far a job's own steady steps and emulations disagree (seconds, max - min): of steps that do
+    the same work (device work within ``SAME_WORK`` of each other), since a loop whose shapes change from
+    step to step (batches bucketed by length) takes its different works' different times, which are
+    no uncertainty; where every step does the same work, or each a work of its own, of all its steps."""
+    works = work_s if len(work_s) == len(steps_s) else [0.0] * len(steps_s)  # not known: one work
+    groups: list[tuple[float, list[float]]] = []  # (the least work, its steps' times)
+    for work, step in sorted(zip(works, steps_s, strict=True)):
+        if groups and work <= groups[-1][0] * (1 + SAME_WORK):
+            groups[-1][1].append(step)
+        else:
+            groups.append((work, [step]))
+    if len(groups) > 1 and any(len(steps) > 1 for _, steps in groups):
+        ranges = [max(steps) - min(steps) for _, steps in groups]
+        return max(*ranges, max(emulations_s, default=0.0) - min(emulations_s, default=0.0))
+    own = [*steps_s, *emulations_s]
+    return max(own) - min(own) if own else 0.0
 
 
 def slow_throughout_low(host_sensitivity: float, pace_over_usual: float | None) -> float:
@@ -344,7 +365,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
                       collective_models=collective_models, approximated=approximated, sensitivity=sensitivity,
                       device_values=_rank0(job.summary).get("device_values") or {},
                       first_buckets_bytes=_first_buckets(job.summary, traces), steady_pace_ns=_paces(folder, traces, (steps, records)),
-                      host_probe_ns=job.host_probe_ns)
+                      host_probe_ns=job.host_probe_ns, steps_work_s=st.work)
 
 
 def predict_median(folders: Sequence[Path], gpu: str, *, gpus_per_node: int | None = None,

@@ -3,9 +3,11 @@ the step follows its source, widened by the job's own spread and, from one emula
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from emulated import requires_library, run_emulated
 from loops import loop_trace
 
 from maya import predict
@@ -33,6 +35,24 @@ def test_disagreeing_steps_and_emulations_widen_it():
     assert wobbly[0] < steady[0] and wobbly[1] > steady[1]
     js = prediction([0.1]).to_json()
     assert js["step_time_low_s"] < js["step_time_s"] < js["step_time_high_s"]
+
+
+def test_steps_of_different_work_widen_it_only_by_what_steps_of_one_work_disagree_on():
+    """Batches bucketed by length (128, 256, 384 tokens in turn) take 20, 37 and 51 ms: real differences of
+    their work, not uncertainty. Of steps that do the same work, only their own disagreement counts."""
+    steps = [0.037, 0.051, 0.020, 0.0372, 0.0514, 0.0201]
+    works = [0.030, 0.045, 0.015, 0.030, 0.045, 0.015]
+    bucketed = Prediction("H100-SXM-80GB", 0.037, tuple(steps), {}, [1], 2, {}, steps_work_s=tuple(works))
+    steady = Prediction("H100-SXM-80GB", 0.037, (0.037,) * 6, {}, [1], 2, {})
+    wobbly = Prediction("H100-SXM-80GB", 0.037, (0.037, 0.0374) * 3, {}, [1], 2, {})
+    assert steady.interval_s[1] < bucketed.interval_s[1] == pytest.approx(wobbly.interval_s[1])
+    assert predict.own_spread(steps, works, ()) == pytest.approx(0.0004)
+    # Every step of one work, or each of a work of its own (a packed batch's random lengths): all steps count.
+    assert predict.own_spread(steps, [0.03] * 6, ()) == pytest.approx(0.0314)
+    assert predict.own_spread(steps, [0.01 * k for k in range(1, 7)], ()) == pytest.approx(0.0314)
+    assert predict.own_spread(steps, (), [0.036, 0.038]) == pytest.approx(0.0314)
+    # Emulations that disagree count whatever the steps do.
+    assert predict.own_spread(steps, works, [0.036, 0.038]) == pytest.approx(0.002)
 
 
 def test_a_step_that_follows_its_host_or_unmeasured_kernels_gets_their_errors():
@@ -157,3 +177,31 @@ def test_a_further_emulation_that_fails_ends_maya_predict_with_its_exit_code(
                      "python", "train.py"]) == 3
     out = capsys.readouterr()
     assert out.out == "" and "did not complete under emulation (exit 3)" in out.err
+
+
+@pytest.mark.emulation
+@requires_library
+def test_an_emulated_loop_over_length_buckets_is_sure_of_its_step(tmp_path: Path) -> None:
+    """Three sizes in turn: each step's work is its size's (equal for steps of one size), and the interval
+    holds what steps of one size disagree on, not the sizes' different times."""
+    script = """
+import torch
+w = torch.randn(2048, 2048, device="cuda")
+for step in range(12):
+    x = torch.randn((512, 2048, 4096)[step % 3], 2048, device="cuda")
+    for _ in range(4):
+        x = torch.relu(x @ w)
+    torch.cuda.synchronize()
+"""
+    run = run_emulated(script, tmp_path)
+    assert run.returncode == 0, run.output
+    p = predict_folder(run.trace_path().parent, "H100-SXM-80GB")
+    assert len(p.steps_work_s) == len(p.steps_s) >= 6
+    by_work = sorted(zip(p.steps_work_s, p.steps_s, strict=True))
+    assert by_work[-1][0] > 4 * by_work[0][0]  # 4096 rows against 512
+    works = sorted({round(w, 9) for w in p.steps_work_s})
+    assert len(works) == 3  # one work per size, the same in every step of it
+    assert max(p.steps_s) - min(p.steps_s) > 0.5 * p.step_time_s
+    assert predict.own_spread(p.steps_s, p.steps_work_s, ()) < 0.05 * p.step_time_s
+    unknown_work = replace(p, steps_work_s=())  # every step's time counted as uncertainty
+    assert p.interval_s[1] < unknown_work.interval_s[1] - 0.2 * p.step_time_s

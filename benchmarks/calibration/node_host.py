@@ -1,6 +1,6 @@
 """The host of a machine of several GPUs against the single-GPU servers': the node factor.
 
-    python -m benchmarks.calibration.node_host [--work DIR] [--repeat N] [--write]
+    python -m benchmarks.calibration.node_host [--gpu NAME,...] [--work DIR] [--repeat N] [--write]
 
 The host model's factors are fitted on single-GPU servers (``benchmarks.calibration.host``); a job
 of several ranks runs on a machine of several GPUs, whose CPU runs the same Python at its own pace
@@ -14,7 +14,9 @@ with the GPU's calibrated host for that many ranks and every factor of
 median |log(predicted / measured)| over its configurations
 (:func:`maya.predictor.replay.host.fit_node_slowdown`); each configuration's residual is taken with
 the factor fitted on the others (leave one configuration out).  ``--write`` puts the factors into
-``predictor/host_calibration.json`` (``node_slowdown``).  Saves ``benchmarks/results/node_host.json``.
+``predictor/host_calibration.json`` (``node_slowdown``).  ``--gpu``: fit only these GPUs (a new
+machine's truth for one kind), keeping the others' factors and saved rows.  Saves
+``benchmarks/results/node_host.json``.
 The held-out suite is never read.
 """
 
@@ -95,10 +97,16 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=None, help="emulations kept here (reused when present)")
     ap.add_argument("--repeat", type=int, default=5, help="emulations per configuration (default %(default)s)")
     ap.add_argument("--write", action="store_true", help="put each GPU's node_slowdown into predictor/host_calibration.json")
+    ap.add_argument("--gpu", default="", help="comma-separated GPUs to fit (default: every GPU measured)")
     a = ap.parse_args()
     work = a.work or Path(tempfile.mkdtemp(prefix="maya-node-host-"))
-    report: dict[str, Any] = {}
-    for gpu in sorted(p.name for p in DATA.iterdir() if p.is_dir()):
+    measured_gpus = sorted(p.name for p in DATA.iterdir() if p.is_dir())
+    gpus = a.gpu.split(",") if a.gpu else measured_gpus
+    if unknown := sorted(set(gpus) - set(measured_gpus)):
+        ap.error(f"--gpu: no step times measured for {', '.join(unknown)} (measured: {', '.join(measured_gpus)})")
+    kept = json.loads(RESULTS.read_text())["machines"] if a.gpu and RESULTS.is_file() else {}
+    report: dict[str, Any] = {g: r for g, r in kept.items() if g not in gpus}
+    for gpu in gpus:
         cases = [c for c in measured(gpu) if c.processes > 1]
         if not cases:
             continue
@@ -129,7 +137,7 @@ def main() -> int:
                                    "repeat": a.repeat, "machines": report}, indent=1) + "\n")
     print(f"saved {RESULTS}")
     if a.write:
-        set_host_values("node_slowdown", {gpu: round(r["node_slowdown"], 3) for gpu, r in report.items()})
+        set_host_values("node_slowdown", {gpu: round(report[gpu]["node_slowdown"], 3) for gpu in gpus if gpu in report})
     return 0
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 import numpy.typing as npt
@@ -153,45 +154,67 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
             if best is None or key > best:
                 best = key
     waits = sorted(i for positions in anchors.values() for i in positions)
-    by_waits = _steps_between_waits(keys, boundary) if boundary is not None and len(waits) > MIN_STEPS else None
-    waited = set(anchors)  # the keys of the loop's waits
+
+    @cache
+    def between_waits() -> Steps | None:
+        """The steps cut at the loop's waits, where it waits often enough to have some (computed once, when asked)."""
+        return _steps_between_waits(keys, boundary) if boundary is not None and len(waits) > MIN_STEPS else None
+
     if best is None:
-        if by_waits is not None:
-            return by_waits
+        if (differing := between_waits()) is not None:
+            return differing
         raise NoIterations(f"no repeating sequence of operations among {n}: "
                            f"the trace needs at least {MIN_STEPS} identical training steps")
     _, covered, neg_p, start = best
     p = -neg_p
     end = start + covered  # the stretch [start, end) equals itself shifted by p
-    if len(waits) > MIN_STEPS and not any(start <= i < end for i in waits):
-        # The repeat lies between two of the loop's waits: the loop's steps (which wait only every so many
-        # steps), or a run of operations inside one step (a copy per length of a packed batch), which
-        # then holds few of the kinds of operation the loop issues between its waits.
-        if by_waits is not None:
-            if 2 * len(set(keys[start:start + p])) < len(set(keys[by_waits.starts[-1]:by_waits.end])):
-                return by_waits
-        else:
-            spacing = int(np.median(np.diff(waits)))
-            if p < spacing:
-                raise StepsDiffer(
-                    f"the operations repeat only {p} at a time ({covered} in all), where the loop waits for the "
-                    f"device every {spacing} operations or so, and never inside them: the loop's steps differ in "
-                    "their operations (a packed batch of lengths that change from step to step launches one copy "
-                    "per length), and neither a stretch of identical steps nor a repeating pattern of waits was "
-                    "found to time")
+    first = start
     if boundary is not None:
         cut = next((i for i in range(max(start, 1), start + p + 1) if boundary(keys[i - 1])), start)
         if end - cut >= MIN_STEPS * p:
             start = cut
     starts = tuple(range(start, end - p + 1, p))
-    if by_waits is not None and covered < (MIN_STEPS + 1) * p and by_waits.end - by_waits.starts[0] > covered:
-        # Two alike steps only, where the waits repeat for longer: the loop's steps if the waits cut them
-        # so (the waits then repeat over a first step too), else a chance.
-        inside = [b - a for a, b in zip(by_waits.starts, [*by_waits.starts[1:], by_waits.end], strict=True)
-                  if start <= a and b <= end]
-        if not inside or any(length != p for length in inside) or not all(i > 0 and keys[i - 1] in waited for i in starts):
-            return by_waits
+    if (differing := _steps_if_cut_at_waits(keys, first, starts, end, p, waits, set(anchors), between_waits)):
+        return differing
     return Steps(period=p, starts=starts, end=starts[-1] + p, warmup=start, tail=len(x) - (starts[-1] + p))
+
+
+def _steps_if_cut_at_waits(keys: Sequence[Hashable], start: int, starts: Sequence[int], end: int, p: int,
+                           waits: Sequence[int], waited: set[Hashable],
+                           between_waits: Callable[[], Steps | None]) -> Steps | None:
+    """The stretches between the loop's waits (``between_waits()``) where they, and not the identical
+    steps ``starts`` of period ``p`` cut from the repeat ``[start, end)``, are the loop's steps; else None.
+
+    So where the repeat lies between two of the loop's waits and holds fewer than half the kinds of
+    operation the loop issues between them (a run inside one step: a copy per length of a packed
+    batch; a loop that waits only every so many steps keeps its identical steps), and where it is
+    a pair of alike steps that the waits, repeating for longer, do not cut so (a chance).  Raises
+    :class:`StepsDiffer` where the repeat is a run inside a step and the waits do not repeat either."""
+    if len(waits) > MIN_STEPS and not any(start <= i < end for i in waits):
+        differing = between_waits()
+        if differing is None:
+            spacing = int(np.median(np.diff(waits)))
+            if p < spacing:
+                raise StepsDiffer(
+                    f"the operations repeat only {p} at a time ({end - start} in all), where the loop waits for "
+                    f"the device every {spacing} operations or so, and never inside them: the loop's steps differ "
+                    "in their operations (a packed batch of lengths that change from step to step launches one "
+                    "copy per length), and neither a stretch of identical steps nor a repeating pattern of waits "
+                    "was found to time")
+        elif 2 * len(set(keys[start:start + p])) < len(set(keys[differing.starts[-1]:differing.end])):
+            return differing
+    if end - start >= (MIN_STEPS + 1) * p:
+        return None
+    differing = between_waits()
+    if differing is None or differing.end - differing.starts[0] <= end - start:
+        return None
+    # Two alike steps only, where the waits repeat for longer: the loop's steps if the waits cut them
+    # so (the waits then repeat over a first step too), else a chance.
+    inside = [b - a for a, b in zip(differing.starts, [*differing.starts[1:], differing.end], strict=True)
+              if starts[0] <= a and b <= end]
+    chance = not inside or any(length != p for length in inside) or not all(i > 0 and keys[i - 1] in waited
+                                                                            for i in starts)
+    return differing if chance else None
 
 
 def _steps_between_waits(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool]) -> Steps | None:

@@ -33,11 +33,14 @@ _DATA = (int(Kind.MEMCPY), int(Kind.MEMSET))
 
 @dataclass(frozen=True)
 class StepTime:
-    """Steady-state step of a replay, seconds.  ``breakdown`` sums to ``step_s`` (per step, rank 0)."""
+    """Steady-state step of a replay, seconds.  ``breakdown`` sums to ``step_s`` (per step, rank 0).
+    ``work``: per step, the device time of the kernels, library calls and copies issued in it: equal for
+    steps of the same work, whose times differ only by their host's delays."""
 
     step_s: float
     steps: tuple[float, ...]
     breakdown: dict[str, float]
+    work: tuple[float, ...] = ()
 
 
 def _union(intervals: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -110,7 +113,12 @@ def step_time(trace: Trace, result: RankResult, steps: Steps, records: Sequence[
         "data_movement_s": _length(exposed_data, lo, hi),
     }
     parts["idle_s"] = window - _length(busy, lo, hi)
-    return StepTime(float(np.median(durations)), durations, {k: v / n / 1e9 for k, v in parts.items()})
+    own = ok & np.isin(kinds, _COMPUTE + _DATA)
+    step_of = np.searchsorted(np.asarray(bounds), result.issue[own], side="right") - 1
+    inside = (step_of >= 0) & (step_of < n)
+    work = np.bincount(step_of[inside], weights=(result.end[own] - result.start[own])[inside], minlength=n)
+    return StepTime(float(np.median(durations)), durations, {k: v / n / 1e9 for k, v in parts.items()},
+                    tuple(float(w) / 1e9 for w in work))
 
 
 def _done(result: RankResult, first: float, last: float) -> float:
