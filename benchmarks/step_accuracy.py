@@ -8,8 +8,8 @@ on eight machines (14 to 22 runs) of each run's median steady step, with the
 run-to-run spread and how closely the runs fix their median (its 90%
 bootstrap interval: the server's host speed drifts, so a host-bound size's
 median is known to +-10% at best); and
-the 2-rank DDP example at four sizes on 2 x H200 (``ddp*``, 5 to 10 fresh runs
-each over three machines) and at three on 2 x H100 (the default size and two with
+the 2-rank DDP example at six sizes on 2 x H200 (``ddp*``, 8 to 27 fresh runs
+each over up to nine machines) and at three on 2 x H100 (the default size and two with
 AdamW's foreach form and gradient clipping, 18 to 20 runs each over four machines).  The targets are judged on those; the same
 single-GPU examples and
 sizes measured on H200s (10 to 16 runs each, over seven campaigns) are predicted too, and
