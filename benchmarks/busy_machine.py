@@ -5,8 +5,11 @@
 In a cluster, emulation pods share nodes with other work.  For measured H100
 configurations (``benchmarks/step_truth.py``: step times measured on real
 GPUs), this emulates each one on an idle machine, with a CPU-bound process on
-a CPU of its own ("beside": another CPU than rank 0's), and with one on rank
-0's CPU ("shared"), interleaved, ``--rounds`` times; asks each question as
+a CPU of its own ("beside": another CPU than the first, which rank 0 takes on an
+idle machine), with one on the first CPU ("shared": ``maya emulate`` gives
+rank 0 a quieter one, :func:`maya.other_work.quietest_cpus`), and with one on
+every CPU ("everywhere": rank 0 shares its CPU whichever it takes),
+interleaved, ``--rounds`` times; asks each question as
 ``maya predict`` does at its default settings (the GPU's calibrated host
 model; a step that follows its host a tenth or more emulated again, under the
 same condition, and a third time unless the two agree within 1%: the median),
@@ -34,7 +37,6 @@ from pathlib import Path
 from statistics import median
 
 from benchmarks.step_truth import emulate, named
-from maya.cpu_probe import rank0_cpu
 from maya.other_work import NOTABLE_SHARE
 from maya.predict import predict_asked, predict_folder
 from maya.usual_pace import UsualPace
@@ -43,36 +45,30 @@ ROOT = Path(__file__).resolve().parent.parent
 GPU = "H100-SXM-80GB"
 RESULTS = ROOT / "benchmarks" / "results" / "busy_machine.json"
 CONFIGS = "cnn-w32,cnn-i128,bert-s128,bert-b8,gpt-s512,recommender-d64"
-CONDITIONS = ("idle", "beside", "shared")
+CONDITIONS = ("idle", "beside", "shared", "everywhere")
 SPIN = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
 
 
-def hog_cpu(condition: str) -> int | None:
-    """The CPU a condition's CPU-bound process runs on (None: no such process)."""
-    if condition == "idle":
-        return None
-    mine = rank0_cpu() or 0
-    if condition == "shared":
-        return mine
-    others = sorted(os.sched_getaffinity(0) - {mine})
-    if not others:
-        raise SystemExit("'beside' needs a second CPU")
-    return others[0]
+def hog_cpus(condition: str) -> list[int]:
+    """The CPUs a condition's CPU-bound processes run on, one each."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if condition != "idle" and len(cpus) < 2:
+        raise SystemExit(f"'{condition}' needs a second CPU")
+    return {"idle": [], "beside": cpus[-1:], "shared": cpus[:1], "everywhere": cpus}[condition]
 
 
 @contextmanager
-def cpu_bound_process(cpu: int | None) -> Iterator[None]:
-    """A process that spins on ``cpu`` while the block runs (nothing for None)."""
-    if cpu is None:
-        yield
-        return
-    p = subprocess.Popen([sys.executable, "-c", SPIN, str(cpu)])
+def cpu_bound_processes(cpus: list[int]) -> Iterator[None]:
+    """A process that spins on each of ``cpus`` while the block runs."""
+    spinning = [subprocess.Popen([sys.executable, "-c", SPIN, str(cpu)]) for cpu in cpus]
     try:
-        time.sleep(0.5)  # running before the emulation starts, as another pod's work would be
+        if spinning:
+            time.sleep(0.5)  # running before the emulation starts, as another pod's work would be
         yield
     finally:
-        p.kill()
-        p.wait()
+        for p in spinning:
+            p.kill()
+            p.wait()
 
 
 def main() -> int:
@@ -95,7 +91,7 @@ def main() -> int:
                 def further(j: int, folder: Path = folder, argv: list[str] = known[name].argv) -> Path:
                     return emulate(argv, GPU, 1, folder.with_name(f"{folder.name}{chr(ord('a') + j)}"))
 
-                with cpu_bound_process(hog_cpu(condition)):
+                with cpu_bound_processes(hog_cpus(condition)):
                     emulate(known[name].argv, GPU, 1, folder)
                     first = predict_folder(folder, GPU)
                     p = predict_asked(folder, GPU, further, known=first, usual=usual)

@@ -29,7 +29,6 @@ times it) is taken again after the job and the quicker of the two kept
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -95,12 +94,3 @@ def steadier(first: float | None, again: Callable[[], float | None]) -> float | 
         return first
     readings = [ns for ns in (first, again()) if ns is not None]
     return min(readings, default=None)
-
-
-def rank0_cpu(pinned: bool = True) -> int | None:
-    """The CPU that ``maya emulate`` pins rank 0 to (the first this process may use), or None."""
-    if not pinned or not hasattr(os, "sched_getaffinity"):
-        return None
-    return min(os.sched_getaffinity(0))
-
-

@@ -163,7 +163,11 @@ def emulate(opts: EmulateOptions) -> int:
     env = build_env(opts, gpu, library, run_id)
     # Before the job, not beside it: the probe would slow the job's own host delays.  It runs under
     # the interposer as the job does, with run ids of its own ("<run_id>-probe": cleaned up with the job's).
-    cpu = cpu_probe.rank0_cpu(env["MAYA_PIN_CPU"] == "1")
+    cpu = None
+    if env["MAYA_PIN_CPU"] == "1":  # the ranks take the CPUs in this order (the hook), the probe rank 0's
+        cpus = other_work.quietest_cpus()
+        env["MAYA_CPUS"] = ",".join(map(str, cpus))
+        cpu = cpus[0]
     probe_env = {**env, "MAYA_RUN_ID": f"{run_id}-probe"}
     try:
         probe_ns = given if given is not None else cpu_probe.measure(probe_env, cpu=cpu)

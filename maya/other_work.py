@@ -12,6 +12,9 @@ From ``/proc/stat``: the CPUs' busy time (user, nice, system, irq, softirq and
 steal: time the hypervisor gave to another machine) over the run, less the CPU
 time of the command's processes (``RUSAGE_CHILDREN``), as a share of the CPUs'
 time.  On a machine without ``/proc/stat`` nothing is measured.
+
+Before the job, the same counts, per CPU over a fifth of a second, tell which
+CPUs other work keeps busy: ``maya emulate`` gives its ranks the others first.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user, nice, system, irq, softirq, steal (idl
 # Above this share of the emulating CPUs taken by other work the emulation says so: a CPU-bound
 # process on one of two CPUs takes a half.
 NOTABLE_SHARE = 0.2
+# A CPU that other work kept this busy (a share of its time) is given to ranks after the quieter ones.
+BUSY_CPU = 0.5
 
 
 @dataclass(frozen=True)
@@ -37,24 +42,53 @@ class Sample:
     cpus: int
 
 
-def _busy_s(cpus: set[int], path: Path) -> float | None:
+def _busy_per_cpu(cpus: set[int], path: Path) -> dict[int, float] | None:
+    """Each of ``cpus``' busy time since boot, seconds (None: not readable here)."""
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     try:
         lines = path.read_text().splitlines()
     except OSError:
         return None
-    total = 0
+    busy = {}
     for line in lines:
         name, _, rest = line.partition(" ")
         if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
             fields = rest.split()
-            total += sum(int(fields[i]) for i in BUSY_FIELDS if i < len(fields))
-    return total / tick
+            busy[int(name[3:])] = sum(int(fields[i]) for i in BUSY_FIELDS if i < len(fields)) / tick
+    return busy
+
+
+def _busy_s(cpus: set[int], path: Path) -> float | None:
+    busy = _busy_per_cpu(cpus, path)
+    return None if busy is None else sum(busy.values())
+
+
+def _usable_cpus() -> set[int]:
+    return os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+
+
+def quietest_cpus(window_s: float = 0.2, path: Path = STAT) -> list[int]:
+    """The CPUs this process may use, in the order ``maya emulate`` gives them to ranks: those that other
+    work kept ``BUSY_CPU`` or more busy over the last ``window_s`` last (the busiest last), the others in
+    their own order.
+
+    Why: rank 0 and the probe run on the first.  A CPU-bound process on it slows the emulated host delays
+    through the core it shares, which the trace clock cannot leave out (+1.3 points of median error in
+    ``benchmarks/busy_machine.py``, some first emulations 14-60% slow), where one on another CPU moves them
+    by about a point either way; on an idle machine the order stays the CPUs' own."""
+    cpus = _usable_cpus()
+    before = _busy_per_cpu(cpus, path)
+    time.sleep(window_s)
+    after = _busy_per_cpu(cpus, path)
+    if not before or not after or window_s <= 0:
+        return sorted(cpus)
+    taken = {c: (after.get(c, 0.0) - before.get(c, 0.0)) / window_s for c in cpus}
+    return sorted(cpus, key=lambda c: (taken[c] >= BUSY_CPU, taken[c] if taken[c] >= BUSY_CPU else 0.0, c))
 
 
 def sample(path: Path = STAT) -> Sample | None:
     """The emulating CPUs' state now (None: not readable here)."""
-    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    cpus = _usable_cpus()
     busy = _busy_s(cpus, path)
     if busy is None:
         return None

@@ -362,3 +362,20 @@ def test_shared_memory_is_removed(exits_7: EmulatedRun) -> None:
     assert exits_7.returncode == 7, exits_7.output
     run_id = exits_7.summary["run_id"]
     assert not list(Path("/dev/shm").glob(f"maya-{run_id}-*"))
+
+
+@pytest.mark.emulation
+@requires_library
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_rank_0_avoids_a_cpu_other_work_keeps_busy(tmp_path: Path) -> None:
+    first = min(os.sched_getaffinity(0))
+    spin = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{first}}})\nwhile True:\n"
+                             "    pass\n"])
+    try:
+        r = run_emulated("import os\nprint('cpus', sorted(os.sched_getaffinity(0)))\n", tmp_path)
+    finally:
+        spin.kill()
+        spin.wait()
+    assert r.returncode == 0, r.output
+    pinned = [line for line in r.stdout.splitlines() if line.startswith("cpus")]
+    assert pinned and pinned[0] != f"cpus [{first}]" and pinned[0].count(",") == 0, r.stdout  # one CPU, another

@@ -46,3 +46,23 @@ def test_a_notable_share_gets_a_line_that_says_what_to_do() -> None:
     assert other_work.warning(0.05) is None
     line = other_work.warning(0.5)
     assert line is not None and "50%" in line and "idle machine" in line
+
+
+def test_ranks_get_the_cpus_other_work_keeps_busy_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tick = os.sysconf("SC_CLK_TCK")
+    stat = tmp_path / "stat"
+    monkeypatch.setattr(other_work, "_usable_cpus", lambda: {0, 1, 2, 5})
+
+    def order(busy_ticks: dict[int, int]) -> list[int]:
+        """The order over a window of a second in which each CPU was busy so many ticks."""
+        _stat(stat, {c: (1000, 0, 0, 0, 0, 0, 0, 0) for c in (0, 1, 2, 5)})
+        after = {c: (1000 + busy_ticks.get(c, 0), 0, 0, 0, 0, 0, 0, 0) for c in (0, 1, 2, 5)}
+        monkeypatch.setattr(other_work.time, "sleep", lambda _s: _stat(stat, after))
+        return other_work.quietest_cpus(window_s=1.0, path=stat)
+
+    assert order({}) == [0, 1, 2, 5]  # an idle machine: the CPUs' own order
+    assert order({0: tick // 10, 1: tick // 20}) == [0, 1, 2, 5]  # a little work here and there: the same
+    assert order({0: tick}) == [1, 2, 5, 0]  # a CPU-bound process on the first: it goes last
+    assert order({0: tick, 2: 3 * tick // 4}) == [1, 5, 2, 0]  # the busiest last
+    monkeypatch.setattr(other_work.time, "sleep", lambda _s: None)
+    assert other_work.quietest_cpus(window_s=1.0, path=tmp_path / "missing") == [0, 1, 2, 5]  # not readable

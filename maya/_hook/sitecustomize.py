@@ -9,7 +9,9 @@ escaped, the exit status as far as it can tell).  It never imports torch
 itself and never raises.
 
 With ``MAYA_PIN_CPU=1`` (``maya emulate`` sets it) it also pins the process
-to one CPU, the local rank's, before torch starts its threads: the host
+to one CPU, the local rank's of ``$MAYA_CPUS`` (the CPUs in the order
+``maya emulate`` gives them: those other work keeps busy last), before torch
+starts its threads: the host
 delays measured under emulation then vary far less between runs (threads
 that migrate between CPUs, and wake each other across them, made the same
 step's host time differ by up to 50% from one emulation to the next).
