@@ -118,8 +118,10 @@ def emulated_host_s(trace: Trace, steps: int = EMULATED_STEPS) -> float:
 
 def emulate(argv: list[str], gpu: str, processes: int, out: Path) -> Path:
     """``maya emulate`` of the configuration (for ``EMULATED_STEPS`` steps) into ``out``
-    (kept: a second call reuses it)."""
-    if (out / "summary.json").is_file():
+    (kept: a second call reuses it, unless it did not complete: an emulation stopped half-way, its
+    summary's exit code not 0, is made again)."""
+    summary = out / "summary.json"
+    if summary.is_file() and json.loads(summary.read_text()).get("exit_code") == 0:
         return out
     argv = with_steps(argv, EMULATED_STEPS)
     script = [sys.executable, *argv] if processes == 1 else [

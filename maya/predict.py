@@ -36,7 +36,7 @@ from maya.predictor.replay.iterations import NoIterations, Steps, StepsDiffer, t
 from maya.predictor.replay.network import Collective, collective_model
 from maya.predictor.replay.sharing import sharing_factors
 from maya.predictor.replay.simulator import RankResult, SimulationError, simulate
-from maya.predictor.replay.step import step_time, write_timeline
+from maya.predictor.replay.step import median_step_s, step_time, write_timeline
 from maya.predictor.trace import Kind, Trace, read_trace
 from maya.predictor.trace import records as R
 from maya.predictor.trace.ops import device_ops, measured
@@ -168,10 +168,12 @@ def own_spread(steps_s: Sequence[float], work_s: Sequence[float], emulations_s: 
         else:
             groups.append((work, [step]))
     if len(groups) > 1 and any(len(steps) > 1 for _, steps in groups):
-        ranges = [max(steps) - min(steps) for _, steps in groups]
-        return max(*ranges, max(emulations_s, default=0.0) - min(emulations_s, default=0.0))
-    own = [*steps_s, *emulations_s]
-    return max(own) - min(own) if own else 0.0
+        return max(*(_span(steps) for _, steps in groups), _span(emulations_s))
+    return _span([*steps_s, *emulations_s])
+
+
+def _span(values: Sequence[float]) -> float:
+    return max(values) - min(values) if values else 0.0
 
 
 def slow_throughout_low(host_sensitivity: float, pace_over_usual: float | None) -> float:
@@ -346,7 +348,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
 
     def elasticity(host: HostModel, durations: list[dict[int, float]] | None = None) -> float:
         """How much the step follows a 10% change (d log step / d log change)."""
-        step = step_time(traces[0], job.replay(host, durations)[0], steps, records).step_s
+        step = median_step_s(job.replay(host, durations)[0], steps, records)
         return max(0.0, math.log(step / st.step_s) / math.log(1 + NUDGE)) if st.step_s > 0 and step > 0 else 0.0
 
     nudged = [{i: ns * (1 + NUDGE) if i in est else ns for i, ns in d.items()}

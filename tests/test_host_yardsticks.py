@@ -1,8 +1,11 @@
 """Comparing emulating machines (benchmarks/host_yardsticks.py) and an emulated run's own host time
-per steady step (benchmarks/step_truth.py's ``emulated_host_s``), on hand-made readings and traces."""
+per steady step (benchmarks/step_truth.py's ``emulated_host_s``), on hand-made readings and traces; the
+benchmarks' kept emulations (``step_truth.emulate``) made again where they did not complete."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,3 +45,19 @@ def test_emulated_host_time_is_the_median_steady_step(tmp_path: Path) -> None:
     assert step_truth.emulated_host_s(trace, steps=len(lengths_ms)) == pytest.approx(5e-3)
     # A window of the last 4 steps (6, 5, 9, 5 ms) leaves out its own first two as well.
     assert step_truth.emulated_host_s(trace, steps=4) == pytest.approx(7e-3)
+
+
+def test_an_emulation_that_did_not_complete_is_made_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = "H100-SXM-80GB"
+    made: list[list[str]] = []
+
+    def run(cmd: list[str], **_kw: object) -> subprocess.CompletedProcess[str]:
+        made.append(cmd)
+        (tmp_path / "summary.json").write_text(json.dumps({"exit_code": 0}))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(step_truth.subprocess, "run", run)
+    # Stopped half-way (the benchmark killed): its summary says exit 1, and it is emulated again.
+    (tmp_path / "summary.json").write_text(json.dumps({"exit_code": 1}))
+    assert step_truth.emulate(["examples/gpt.py"], gpu, 1, tmp_path) == tmp_path and len(made) == 1
+    assert step_truth.emulate(["examples/gpt.py"], gpu, 1, tmp_path) == tmp_path and len(made) == 1  # kept

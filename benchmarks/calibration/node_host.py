@@ -41,7 +41,7 @@ from benchmarks.step_truth import DATA, Measured, emulate, measured
 from maya.predict import prepare
 from maya.predictor.replay.host import NODE_SLOWDOWNS, HostModel, fit_node_slowdown, host_model
 from maya.predictor.replay.iterations import trace_steps
-from maya.predictor.replay.step import step_time
+from maya.predictor.replay.step import median_step_s
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "node_host.json"
@@ -60,7 +60,7 @@ def step_curve(folders: Sequence[Path], gpu: str, ranks: int, host: HostModel) -
         found, records = trace_steps(job.traces[0])
         for i, factor in enumerate(NODE_SLOWDOWNS):
             result = job.replay(replace(host, node_slowdown=float(factor)))[0]
-            steps[e, i] = step_time(job.traces[0], result, found, records).step_s
+            steps[e, i] = median_step_s(result, found, records)
     return np.asarray(np.median(steps, axis=0), np.float64)
 
 

@@ -174,13 +174,14 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
         if end - cut >= MIN_STEPS * p:
             start = cut
     starts = tuple(range(start, end - p + 1, p))
-    if (differing := _steps_if_cut_at_waits(keys, first, starts, end, p, waits, set(anchors), between_waits)):
+    if boundary is not None and (differing := _steps_if_cut_at_waits(keys, first, starts, end, p, waits, boundary,
+                                                                     between_waits)):
         return differing
     return Steps(period=p, starts=starts, end=starts[-1] + p, warmup=start, tail=len(x) - (starts[-1] + p))
 
 
 def _steps_if_cut_at_waits(keys: Sequence[Hashable], start: int, starts: Sequence[int], end: int, p: int,
-                           waits: Sequence[int], waited: set[Hashable],
+                           waits: Sequence[int], boundary: Callable[[Hashable], bool],
                            between_waits: Callable[[], Steps | None]) -> Steps | None:
     """The stretches between the loop's waits (``between_waits()``) where they, and not the identical
     steps ``starts`` of period ``p`` cut from the repeat ``[start, end)``, are the loop's steps; else None.
@@ -212,7 +213,7 @@ def _steps_if_cut_at_waits(keys: Sequence[Hashable], start: int, starts: Sequenc
     # so (the waits then repeat over a first step too), else a chance.
     inside = [b - a for a, b in zip(differing.starts, [*differing.starts[1:], differing.end], strict=True)
               if starts[0] <= a and b <= end]
-    chance = not inside or any(length != p for length in inside) or not all(i > 0 and keys[i - 1] in waited
+    chance = not inside or any(length != p for length in inside) or not all(i > 0 and boundary(keys[i - 1])
                                                                             for i in starts)
     return differing if chance else None
 

@@ -82,8 +82,8 @@ def _subtract(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDA
     return np.array(out).reshape(-1, 2)
 
 
-def step_time(trace: Trace, result: RankResult, steps: Steps, records: Sequence[int]) -> StepTime:
-    """Step time and breakdown of rank 0 (``steps`` found on ``records``, record indices of one thread)."""
+def _bounds(result: RankResult, steps: Steps, records: Sequence[int]) -> list[float]:
+    """Where each steady step starts on the replay's clock, and where the last one ends (ns)."""
     starts = [float(result.issue[records[s]]) for s in steps.starts]
     after = steps.end
     # The last step ends when its work has run, or where the next one starts: what follows it may be
@@ -91,8 +91,23 @@ def step_time(trace: Trace, result: RankResult, steps: Steps, records: Sequence[
     finish = _done(result, starts[-1], float(result.issue[records[after - 1]]))
     if after < len(records):
         finish = min(finish, float(result.issue[records[after]]))
-    bounds = [*starts, finish]
-    durations = tuple((b - a) / 1e9 for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+    return [*starts, finish]
+
+
+def _durations(bounds: Sequence[float]) -> tuple[float, ...]:
+    return tuple((b - a) / 1e9 for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def median_step_s(result: RankResult, steps: Steps, records: Sequence[int]) -> float:
+    """The median steady step of a replay, seconds: what a replay compared with another by its step alone
+    needs (an elasticity's, a calibration's), without :func:`step_time`'s breakdown and work per step."""
+    return float(np.median(_durations(_bounds(result, steps, records))))
+
+
+def step_time(trace: Trace, result: RankResult, steps: Steps, records: Sequence[int]) -> StepTime:
+    """Step time and breakdown of rank 0 (``steps`` found on ``records``, record indices of one thread)."""
+    bounds = _bounds(result, steps, records)
+    durations = _durations(bounds)
     lo, hi = bounds[0], bounds[-1]
     kinds = trace.records["kind"]
     ok = ~np.isnan(result.start)
