@@ -47,7 +47,7 @@ class SAGEConv(nn.Module):
 class GraphSAGE(nn.Module):
     def __init__(self, dims: list[int]) -> None:
         super().__init__()
-        self.convs = nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.convs = nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:], strict=True))
         self.drop = nn.Dropout(0.5)
 
     def forward(self, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, inv_deg: torch.Tensor) -> torch.Tensor:
@@ -95,7 +95,7 @@ print(json.dumps({
     "world_size": 1,
     "device": torch.cuda.get_device_name(),
     "step_times_s": step_times,
-    "loss_last": float(loss),
+    "loss_last": loss.item(),
     "max_memory_allocated": torch.cuda.max_memory_allocated(),
     "max_memory_reserved": torch.cuda.max_memory_reserved(),
     "args": vars(args),
