@@ -10,7 +10,7 @@ from benchmarks.step_truth import measured, with_steps
 STEPS = 3  # the examples: step 0 warms up, steps 1-2 are steady
 
 _SWEEPS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid", "attention-mask",
-           "conv-modern", "embedding")
+           "conv-modern", "embedding", "scatter")
 _EXAMPLES = {
     "gpt": ["examples/gpt.py"],
     "cnn": ["examples/cnn.py"],

@@ -23,6 +23,8 @@ Covers:
   buffers no earlier call of its operation touched;
   embedding: kernels only (EmbeddingBag's pooling and gradients, the sparse
   gradient's gather, Adagrad);
+  scatter: kernels only (index_add_'s atomics, scatter_add_ and scatter_reduce_,
+  index_put_'s sort and accumulation);
 - every BLAS and DNN operation is issued four times (warm-up + 3 repeats) per call site;
 - two emulated runs of a part issue the same device operations in the same
   order (kind, name and every field but pointers and ids).
@@ -44,7 +46,7 @@ from maya.predictor.trace.ops import Op, device_ops
 
 SWEEP = REPO / "benchmarks" / "campaigns" / "profiling" / "sweep.py"
 PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid", "attention-mask",
-         "conv-modern", "embedding")
+         "conv-modern", "embedding", "scatter")
 CALLS = 4  # warm-up + the default 3 repeats
 
 
@@ -199,6 +201,15 @@ def _check_embedding(ops: list[Op]) -> None:
         assert any(marker in n for n in names), marker
 
 
+def _check_scatter(ops: list[Op]) -> None:
+    assert not [op for op in ops if op.kind in (Kind.BLAS, Kind.DNN)]
+    names = _kernel_names(ops)
+    # index_add_'s atomics, scatter_add_'s and scatter_reduce_'s, and index_put_'s sort and accumulation.
+    for marker in ("indexFuncLargeIndex", "_scatter_gather_elementwise_kernel", "radix_sort",
+                   "indexing_backward_kernel"):
+        assert any(marker in n for n in names), marker
+
+
 @pytest.mark.emulation
 def test_device_copies_are_cold(tmp_path):
     """Each timed device-to-device copy reads and writes buffers no earlier call of its operation touched:
@@ -214,7 +225,7 @@ def test_device_copies_are_cold(tmp_path):
 CHECKS = {"gemm-grid": _check_gemm_grid, "attention-grid": _check_attention_grid, "gemm": _check_gemm,
           "attention": _check_attention, "dnn": _check_dnn, "memory": _check_memory, "copy": _check_copy,
           "attention-mask": _check_attention_mask, "conv-modern": _check_conv_modern,
-          "embedding": _check_embedding}
+          "embedding": _check_embedding, "scatter": _check_scatter}
 
 
 @pytest.mark.emulation

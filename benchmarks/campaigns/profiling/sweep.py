@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 PARTS = ("gemm", "attention", "dnn", "memory", "copy", "gemm-grid", "attention-grid", "attention-mask",
-         "conv-modern", "embedding")
+         "conv-modern", "embedding", "scatter")
 GiB = 1 << 30
 
 # Cost model of an H100 SXM, used only to plan (what fits the budget) and to
@@ -1123,6 +1123,58 @@ def embedding_plan(size: str) -> list[Op]:
     return within_budget(ops)
 
 
+# ---------------------------------------------------------------- scatter
+
+SCATTER_FORMS = ("index_add_", "scatter_add_", "scatter_amax", "scatter_mean", "index_put_accumulate")
+SCATTER_WEIGHTS = (40, 20, 10, 10, 20)
+SCATTER_FAN_IN = (0.25, 0.5, 1, 2, 4, 8, 16, 32)  # source rows per destination row
+ATOMIC_SLOWDOWN = 6.0  # atomic read-modify-writes run several times slower than streaming (the plan's budget only)
+
+
+def scatter_op(form: str, rows: int, cols: int, sources: int, dtype: str) -> Op:
+    """Message passing's reduction: ``sources`` rows of ``cols`` features summed (or maxed, averaged) into ``rows``
+    destination rows at uniform random indices, as a graph network aggregates its edges into its nodes (several
+    sources per destination: atomics that collide); ``index_put_accumulate`` sorts its indices first, as the
+    backward of indexing does."""
+    size = ITEMSIZE[dtype]
+
+    def setup() -> Call:
+        x = randn(rows, cols, dtype=dtype)
+        src = randn(sources, cols, dtype=dtype)
+        idx = torch.randint(0, rows, (sources,), device="cuda")
+        if form == "index_add_":
+            return lambda: x.index_add_(0, idx, src)
+        if form == "index_put_accumulate":
+            return lambda: x.index_put_((idx,), src, accumulate=True)
+        wide = idx.unsqueeze(1).expand(sources, cols)
+        if form == "scatter_add_":
+            return lambda: x.scatter_add_(0, wide, src)
+        reduce = form.removeprefix("scatter_")
+        return lambda: x.scatter_reduce_(0, wide, src, reduce=reduce, include_self=False)
+
+    moved = (2 * sources * cols + rows * cols) * size + sources * 8
+    held = (rows + sources) * cols * size + sources * 8 * (3 if form == "index_put_accumulate" else 1)
+    kernels = 4 if form in ("index_put_accumulate", "scatter_mean") else 1
+    op = _op(form, f"{dtype} {rows}x{cols} sources={sources}", moved, held, kernels, setup)
+    return Op(op.family, op.label, op.seconds * ATOMIC_SLOWDOWN, op.device_bytes, op.setup, op.host_s)
+
+
+def scatter_plan(size: str) -> list[Op]:
+    if size == "tiny":
+        return [scatter_op(form, 1000, 16, 4000, "fp32") for form in SCATTER_FORMS]
+    rng = random.Random(11)
+    ops = []
+    for _ in range(3000):
+        form = rng.choices(SCATTER_FORMS, SCATTER_WEIGHTS)[0]
+        dtype = rng.choices(MEMORY_DTYPES, (60, 20, 20))[0]
+        cols = rng.choice((1, 8, 16, 32, 64, 128, 256, 512))
+        rows = log_uniform(rng, 1000, 4_000_000)
+        sources = max(1, round(rows * rng.choice(SCATTER_FAN_IN)))
+        if sources * cols * ITEMSIZE[dtype] <= 2 * GiB:
+            ops.append(scatter_op(form, rows, cols, sources, dtype))
+    return within_budget(ops)
+
+
 # ---------------------------------------------------------------- copy
 
 COPY_KINDS = ("h2d_pageable", "h2d_pinned", "d2h_pageable", "d2h_pinned", "d2d")
@@ -1191,6 +1243,7 @@ PLANS: dict[str, Callable[[str], list[Op]]] = {
     "attention-mask": attention_mask_plan,
     "conv-modern": conv_modern_plan,
     "embedding": embedding_plan,
+    "scatter": scatter_plan,
 }
 
 
