@@ -42,7 +42,7 @@ def add_common_args(p: argparse.ArgumentParser, steps: int = 4) -> None:
 def parse_args(p: argparse.ArgumentParser) -> argparse.Namespace:
     args = p.parse_args()
     if args.print_args:
-        print(json.dumps(vars(args)))
+        sys.stdout.write(json.dumps(vars(args)) + "\n")  # one write: ranks sharing stdout do not split it
         sys.exit(0)
     return args
 

@@ -236,3 +236,10 @@ def test_example_under_emulation(tmp_path: Path) -> None:
     assert rank["kernels"]["matched_by_blas_records"] == sum(e["blas_calls"].values())
     report = {"date": "d", "command": "c", "machine": fidelity.machine(), "sources": [], "rows": [row]}
     assert "recommender rank 0" in fidelity.markdown(report)
+
+
+def test_ranks_printing_on_one_line_still_give_their_result() -> None:
+    # Two ranks of a job share its unbuffered stdout: their lines can land on one.
+    assert campaign._last_json('noise\n{"rank": 0, "steps": 8}{"rank": 1, "steps": 8}\n\n') == {"rank": 1, "steps": 8}
+    assert campaign._last_json('{"rank": 0}\n{"rank": 1, "ste{"rank": 2}\n') == {"rank": 2}
+    assert campaign._last_json("no json here\n{not json}\n") is None

@@ -389,13 +389,19 @@ def _text(b) -> str:
 
 
 def _last_json(text: str):
+    """The last JSON object printed.  The ranks of a job share its stdout, unbuffered: two ranks' lines can
+    land on one line ('{...}{...}'), so a line yields the last object that decodes in it."""
+    decoder = json.JSONDecoder()
     for line in reversed((text or "").splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
+        found, i = None, line.find("{")
+        while i >= 0:
             try:
-                return json.loads(line)
+                found, end = decoder.raw_decode(line, i)
+                i = line.find("{", end)
             except json.JSONDecodeError:
-                continue
+                i = line.find("{", i + 1)
+        if isinstance(found, dict):
+            return found
     return None
 
 
