@@ -39,7 +39,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -1156,7 +1156,7 @@ def scatter_op(form: str, rows: int, cols: int, sources: int, dtype: str) -> Op:
     held = (rows + sources) * cols * size + sources * 8 * (3 if form == "index_put_accumulate" else 1)
     kernels = 4 if form in ("index_put_accumulate", "scatter_mean") else 1
     op = _op(form, f"{dtype} {rows}x{cols} sources={sources}", moved, held, kernels, setup)
-    return Op(op.family, op.label, op.seconds * ATOMIC_SLOWDOWN, op.device_bytes, op.setup, op.host_s)
+    return replace(op, seconds=op.seconds * ATOMIC_SLOWDOWN)
 
 
 def scatter_plan(size: str) -> list[Op]:
