@@ -256,6 +256,9 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
         print(f"  note: every emulation ran its steps in a slow phase of the emulating CPU (Python at "
               f"{p.pace_over_usual:.2f} times this machine's usual pace; docs/emulating-machine.md): the host's "
               "share of this step may be long; ask again later, or on an idle machine")
+    if shortened := 1 - min(p.cpu_delay_factors, default=1.0):
+        print(f"  note: the emulation's ranks outnumbered its CPUs; their host delays were shortened by up to "
+              f"{shortened:.0%} for what sharing a CPU slows (docs/emulating-machine.md)")
     for k, v in p.breakdown.items():
         print(f"  {k.removesuffix('_s').replace('_', ' '):24} {v * ms:9.2f} ms")
     gib = 2**30

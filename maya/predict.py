@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from maya import catalog
+from maya import catalog, cpu_sharing
 from maya.predictor import estimate
 from maya.predictor.estimate.rnn import is_rnn, time_steps
 from maya.predictor.replay.host import HostModel, first_gemm_shapes, host_model, quiet_gap_scales
@@ -92,6 +92,10 @@ class Prediction:
     first_buckets_bytes: list[int] = field(default_factory=list)
     # per rank, the Python yardstick's median in the steady steps, ns (steady_pace; 0: not read)
     steady_pace_ns: tuple[int, ...] = ()
+    # per rank, its time waiting for a CPU over its time on one in the steady steps, and the factor its host
+    # delays took for what its CPU's other ranks slowed them (maya.cpu_sharing)
+    cpu_waiting: tuple[float, ...] = ()
+    cpu_delay_factors: tuple[float, ...] = ()
     slow_phase_s: tuple[float, ...] = ()  # the step time of each emulation set aside as run in a slow phase
     # the question's quickest yardstick reading over this machine's usual one (maya.usual_pace; None: not
     # judged): over SLOW_PHASE, every emulation of the question ran in a slow phase of the emulating CPU
@@ -150,7 +154,9 @@ class Prediction:
                 "step_time_low_s": low, "step_time_high_s": high,
                 "emulations_step_time_s": list(self.emulations_s or (self.step_time_s,)),
                 "emulations_slow_phase_step_time_s": list(self.slow_phase_s),
-                "pace_over_usual": self.pace_over_usual, "sensitivity": self.sensitivity,
+                "pace_over_usual": self.pace_over_usual, "cpu_waiting": list(self.cpu_waiting),
+                "cpu_delay_factors": list(self.cpu_delay_factors),
+                "sensitivity": self.sensitivity,
                 "collective_models": self.collective_models, "approximated": self.approximated,
                 "device_values": self.device_values}
 
@@ -225,6 +231,13 @@ class Job:
     replay_approximations: dict[str, int] = field(default_factory=dict)  # what the last replay timed approximately
     # per rank, its cuDNN RNN calls: record index -> (name, layers and directions, time steps of all of them)
     rnn_calls: list[dict[int, tuple[str, int, int]]] = field(default_factory=list)
+    # per rank, the start-up hook's samples of its CPU (maya/_hook/_maya_pace.py; () where there are none)
+    pace_samples: list[Sequence[Sequence[int]]] = field(default_factory=list)
+    # per rank, its steady steps (trace_steps; None where it has none)
+    found: list[tuple[Steps, list[int]] | None] = field(default_factory=list)
+    # per rank, its time waiting for a CPU over its time on one in its steady steps (maya.cpu_sharing)
+    cpu_waiting: list[float] = field(default_factory=list)
+    ranks_on_cpu: list[int] = field(default_factory=list)  # per rank, the ranks that shared its CPU (with it)
 
     @property
     def approximated(self) -> dict[str, int]:
@@ -310,14 +323,23 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
         estimated.append({i for (i, _), e in zip(work, found, strict=True) if e.confidence != "measured"})
         for e in found:
             weights[e.confidence] = weights.get(e.confidence, 0.0) + e.ns
-    # Recorded host delays were measured on the server as they are; emulated ones are steadied.
-    scale = [np.ones(len(t.records)) for t in traces] if oracle else quiet_gap_scales(traces)
+    samples = [_pace_samples(folder, t) for t in traces]
+    steady = [_steady_steps(t) for t in traces]
+    waiting = [cpu_sharing.waiting(s, *_steady_span(t, f)) if f else 0.0
+               for s, t, f in zip(samples, traces, steady, strict=True)]
+    # Recorded host delays were measured on the server as they are; emulated ones are steadied, and undo
+    # what ranks that outnumbered the emulating CPUs did to each other's.
+    cpus = int(summary.get("emulating_cpus") or 0)
+    sharing = [cpu_sharing.ranks_on_cpu(r, len(traces), cpus) for r in range(len(traces))]
+    scale = [np.ones(len(t.records)) for t in traces] if oracle else \
+        quiet_gap_scales(traces, [cpu_sharing.delay_factor(w, k) for w, k in zip(waiting, sharing, strict=True)])
     # Measured durations already hold what sharing the GPU with NCCL cost them.
     traced: dict[str, int] = {}
     for t in traces:
         add_counts(traced, approximated_calls(t))
     return Job(g, folder, traces, durations, labels, weights, estimated, per_node, scale, summary,
-               {} if oracle else sharing_factors(g), traced_approximations=traced, rnn_calls=rnn_calls)
+               {} if oracle else sharing_factors(g), traced_approximations=traced, rnn_calls=rnn_calls,
+               pace_samples=samples, found=steady, cpu_waiting=waiting, ranks_on_cpu=sharing)
 
 
 def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,
@@ -337,7 +359,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
         host = host_model(g.name).as_recorded() if oracle else host_model(g.name, ranks=world_size(traces))
     results = job.replay(host)
     try:
-        steps, records = trace_steps(traces[0])
+        steps, records = job.found[0] or trace_steps(traces[0])
     except ValueError as e:
         hint = "" if isinstance(e, StepsDiffer) else "; run the training loop for at least 3 steps"
         raise PredictError(f"{e}{hint}") from None
@@ -366,7 +388,10 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
                       g.memory_bytes - g.reserved_bytes, {k: v / total for k, v in sorted(job.weights.items())},
                       collective_models=collective_models, approximated=approximated, sensitivity=sensitivity,
                       device_values=_rank0(job.summary).get("device_values") or {},
-                      first_buckets_bytes=_first_buckets(job.summary, traces), steady_pace_ns=_paces(folder, traces, (steps, records)),
+                      first_buckets_bytes=_first_buckets(job.summary, traces), steady_pace_ns=tuple(
+                          steady_pace(t, s, f) if s and f else 0 for t, s, f in zip(traces, job.pace_samples, job.found, strict=True)),
+                      cpu_waiting=tuple(job.cpu_waiting), cpu_delay_factors=tuple(
+                          cpu_sharing.delay_factor(w, k) for w, k in zip(job.cpu_waiting, job.ranks_on_cpu, strict=True)),
                       host_probe_ns=job.host_probe_ns, steps_work_s=st.work)
 
 
@@ -490,35 +515,43 @@ def _rank0(summary: dict[str, Any]) -> dict[str, Any]:
     return next((r for r in summary.get("ranks", []) if r.get("rank") == 0), {})
 
 
+def _steady_steps(trace: Trace) -> tuple[Steps, list[int]] | None:
+    try:
+        return trace_steps(trace)
+    except ValueError:  # no steady steps (NoIterations), or steps that differ: predict_folder says which
+        return None
+
+
+def _steady_span(trace: Trace, found: tuple[Steps, list[int]]) -> tuple[int, int]:
+    """The trace clock's span of the steady steps ``found``."""
+    steps, records = found
+    t = trace.records["t_ns"]
+    return int(t[records[steps.starts[0]]]), int(t[records[steps.end - 1]])
+
+
 def steady_pace(trace: Trace, samples: Sequence[Sequence[int]],
                 found: tuple[Steps, list[int]] | None = None) -> int:
-    """The median of the Python yardstick's ``samples`` ([trace clock ns, chunk ns], maya/_hook/_maya_pace.py)
+    """The median of the Python yardstick's ``samples`` ([trace clock ns, chunk ns, ...], maya/_hook/_maya_pace.py)
     taken during the rank's steady steps (``found``: :func:`trace_steps` of the trace, where already known).
     Steady steps shorter than ``MIN_SAMPLES`` samples (a small job's few steps: a tenth of a second) take the
     ``MIN_SAMPLES`` taken nearest them, the CPU's phases lasting seconds or more; 0 where there are fewer."""
     try:
-        steps, records = found or trace_steps(trace)
+        lo, hi = _steady_span(trace, found or trace_steps(trace))
     except NoIterations:
         return 0
-    t = trace.records["t_ns"]
-    lo, hi = int(t[records[steps.starts[0]]]), int(t[records[steps.end - 1]])
     nearest = sorted(samples, key=lambda s: max(lo - int(s[0]), int(s[0]) - hi, 0))
-    inside = [int(ns) for at, ns in nearest if lo <= at <= hi]
-    chosen = sorted(inside if len(inside) >= MIN_SAMPLES else [int(ns) for _, ns in nearest[:MIN_SAMPLES]])
+    inside = [int(s[1]) for s in nearest if lo <= s[0] <= hi]
+    chosen = sorted(inside if len(inside) >= MIN_SAMPLES else [int(s[1]) for s in nearest[:MIN_SAMPLES]])
     return chosen[len(chosen) // 2] if len(chosen) >= MIN_SAMPLES else 0
 
 
-def _paces(folder: Path, traces: list[Trace], rank0: tuple[Steps, list[int]]) -> tuple[int, ...]:
-    """Per rank, :func:`steady_pace` of the samples in its torch report (0: none; ``rank0``: rank 0's steps)."""
-    paces = []
-    for r, trace in enumerate(traces):
-        path = folder / f"rank{int(trace.header['rank'])}.torch.json"
-        try:
-            samples = (json.loads(path.read_text()).get("cpu_pace") or {}).get("samples") or ()
-        except (OSError, ValueError, AttributeError):
-            samples = ()
-        paces.append(steady_pace(trace, samples, rank0 if r == 0 else None) if samples else 0)
-    return tuple(paces)
+def _pace_samples(folder: Path, trace: Trace) -> Sequence[Sequence[int]]:
+    """The start-up hook's samples of the rank's CPU, from its torch report (() where there are none)."""
+    path = folder / f"rank{int(trace.header['rank'])}.torch.json"
+    try:
+        return (json.loads(path.read_text()).get("cpu_pace") or {}).get("samples") or ()
+    except (OSError, ValueError, AttributeError):
+        return ()
 
 
 def _first_buckets(summary: dict[str, Any], traces: list[Trace]) -> list[int]:

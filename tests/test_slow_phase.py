@@ -114,7 +114,9 @@ for _ in range(25):
     assert r.returncode == 0, r.output
     samples = json.loads((r.out_dir / "rank0.torch.json").read_text())["cpu_pace"]["samples"]
     assert r.rank0["cpu_pace_samples"] == len(samples) >= 5
-    times = [at for at, _ in samples]
+    times = [at for at, *_ in samples]
+    assert all(len(s) == 4 for s in samples)  # with the main thread's scheduler counters (maya.cpu_sharing)
+    assert [s[2] for s in samples] == sorted(s[2] for s in samples)
     trace = read_trace(r.trace_path())
     assert times == sorted(times) and int(trace.records["t_ns"][0]) <= times[0]
     assert 0 < r.rank0["hook_seconds"] < 0.05 * r.rank0["host_seconds"]

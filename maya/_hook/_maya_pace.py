@@ -22,9 +22,17 @@ and is no reference for them.
 The yardstick is a dict's stores and lookups and integer arithmetic (the
 interpreter's own work), timed by the thread's CPU time as the trace clock
 is; a chunk takes about 0.25 ms, about 0.6% of the CPU at ``INTERVAL_S``.
+
+Each sample also reads the main thread's scheduler counters (its time on a
+CPU and its time runnable but waiting for one, ``/proc/<pid>/schedstat``):
+a CPU shared with another process, or with more ranks than there are CPUs,
+runs the job's host work 15-25% slower for every waiting it makes it do,
+which neither the trace clock (it leaves out only the waiting itself) nor
+this yardstick (it fits in the L1 cache) sees (``maya.cpu_sharing``).
 """
 
 import ctypes
+import os
 import threading
 import time
 
@@ -43,6 +51,25 @@ def _chunk() -> int:
     return s
 
 
+def _schedstat() -> int | None:
+    """The main thread's ``/proc/<pid>/schedstat`` (None: not readable here)."""
+    try:
+        return os.open(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat", os.O_RDONLY)
+    except OSError:
+        return None
+
+
+def _on_cpu_and_waiting(fd: int | None) -> list:
+    """[ns on a CPU, ns runnable and waiting for one] of the main thread so far ([] where not read)."""
+    if fd is None:
+        return []
+    try:
+        run, wait = os.pread(fd, 64, 0).split()[:2]
+        return [int(run), int(wait)]
+    except (OSError, ValueError):
+        return []
+
+
 def _timed() -> int:
     t = time.thread_time_ns()
     _chunk()
@@ -51,7 +78,8 @@ def _timed() -> int:
 
 class Sampler:
     """A daemon thread that times one chunk every ``INTERVAL_S`` once ``ready()`` (the program has started
-    CUDA): ``samples`` holds [trace clock ns, chunk ns].  ``pause`` and ``now`` are the interposer's
+    CUDA): ``samples`` holds [trace clock ns, chunk ns, the main thread's ns on a CPU, its ns waiting for
+    one] (the last two missing where ``/proc`` does not say).  ``pause`` and ``now`` are the interposer's
     ``maya_hook_pause`` and ``maya_trace_now_ns``."""
 
     def __init__(self, pause, now, ready) -> None:  # type: ignore[no-untyped-def]
@@ -59,6 +87,7 @@ class Sampler:
         now.argtypes, now.restype = [], ctypes.c_uint64
         self._pause, self._now, self._ready = pause, now, ready
         self.samples: list = []
+        self._schedstat = _schedstat()
         threading.Thread(target=self._run, name="maya_pace", daemon=True).start()
 
     def _run(self) -> None:
@@ -68,6 +97,6 @@ class Sampler:
                 continue
             self._pause(1)
             try:
-                self.samples.append([int(self._now()), _timed()])
+                self.samples.append([int(self._now()), _timed(), *_on_cpu_and_waiting(self._schedstat)])
             finally:
                 self._pause(0)

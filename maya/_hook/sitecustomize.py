@@ -150,7 +150,7 @@ def _cuda_started() -> bool:
 
 
 def _pace_report():  # type: ignore[no-untyped-def]
-    """The yardstick's samples ([trace clock ns, chunk ns]); None: not sampled."""
+    """The yardstick's samples ([trace clock ns, chunk ns, main thread on a CPU ns, waiting ns]); None: not sampled."""
     sampler = _state.get("pace")
     if sampler is None:
         return None

@@ -273,10 +273,12 @@ def steady_step_delays(trace: Trace) -> tuple[npt.NDArray[np.int64], list[tuple[
     return order, spans, [float(gaps[a:b].sum()) for a, b in spans]
 
 
-def quiet_gap_scales(traces: Sequence[Trace]) -> list[npt.NDArray[np.float64]]:
+def quiet_gap_scales(traces: Sequence[Trace], factors: Sequence[float] | None = None) -> list[npt.NDArray[np.float64]]:
     """Per rank, a factor on the host delay before each record (by record index): each steady
     step's delays are scaled to add up to those of the quickest steady step of any rank whose
     steps repeat the same operations, per record of the step (1 outside the steady steps).
+    ``factors``: per rank, a factor on its delays before the quickest is chosen (a CPU it shared
+    with other runnable work slowed them: ``maya.cpu_sharing``; default 1).
 
     Why: a burst of interference on the emulating machine (another process, the hypervisor) can
     slow several consecutive steps of an emulation twofold, while the steps themselves repeat the
@@ -285,16 +287,17 @@ def quiet_gap_scales(traces: Sequence[Trace]) -> list[npt.NDArray[np.float64]]:
     doing the same work: on the GPU server each rank has CPUs of its own, and the slowest rank
     would set the replayed step."""
     found = [steady_step_delays(t) for t in traces]
+    factors = list(factors) if factors is not None else [1.0] * len(traces)
     # A step's work: how many records of each kind (the order of two host threads' records may differ).
     work = [np.bincount(t.records["kind"][order[spans[0][0]:spans[0][1]]], minlength=256).tobytes() if spans else b""
             for t, (order, spans, _) in zip(traces, found, strict=True)]
     quickest: dict[bytes, float] = {}
     # Per record of the step: steps that differ in their operations (a packed batch's copy per length)
     # differ in their host work by as much.
-    for key, (_, spans, totals) in zip(work, found, strict=True):
+    for key, f, (_, spans, totals) in zip(work, factors, found, strict=True):
         if totals:
-            quickest[key] = min(quickest.get(key, np.inf), *(t / (b - a) for (a, b), t in zip(spans, totals,
-                                                                                             strict=True)))
+            quickest[key] = min(quickest.get(key, np.inf), *(f * t / (b - a) for (a, b), t in zip(spans, totals,
+                                                                                                 strict=True)))
     scales = []
     for t, key, (order, spans, totals) in zip(traces, work, found, strict=True):
         scale = np.ones(len(t.records))
