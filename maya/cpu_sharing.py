@@ -3,8 +3,8 @@
 Ranks that outnumber the CPUs share them (rank ``r`` is pinned to the ``r mod n``-th of ``n``), and a rank
 sharing its CPU runs its host work slower while it runs, not only less often: on a 2-CPU emulating machine
 the quickest steady step of ``examples/ddp.py`` held 1.2 times the host delays with four ranks as with two,
-1.5 times with eight, every gap between the job's calls longer, the two-microsecond ones too, whatever the
-scheduler's time slice (docs/emulating-machine.md).  The trace clock leaves out only the time a rank waited
+1.5 times with eight; beside another process every gap between a job's calls grows, the two-microsecond ones
+too, whatever the scheduler's time slice (docs/emulating-machine.md).  The trace clock leaves out only the time a rank waited
 for its CPU, and the Python yardstick, which fits in the L1 cache, reads a few percent slower.  What does
 follow it is how much the rank waited: the kernel counts, per thread, the time it ran and the time it was
 runnable but waiting for a CPU (``/proc/<pid>/schedstat``), which the start-up hook samples with the
@@ -15,8 +15,8 @@ The host delays are divided by ``1 + SLOWDOWN_PER_WAITING * w``, ``w`` the rank'
 it shares its CPU with (``ranks_on_cpu - 1``), fitted on the calibration's emulations with more ranks than
 CPUs against the same sizes with as many (``benchmarks/calibration/cpu_sharing.py``).  Waiting beyond that
 is other work's, which slows the delays by what the other work does to the core's caches (a CPU-bound
-Python loop 4-12%, one streaming through memory 45%): it is not undone, and ``maya emulate`` says when other
-work took much of its CPUs (``maya.other_work``).
+Python loop 4-12%, one streaming through memory 39-50%): it is not undone, and ``maya emulate`` says when
+other work took much of its CPUs (``maya.other_work``).
 """
 
 from __future__ import annotations
