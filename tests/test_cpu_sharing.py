@@ -56,7 +56,8 @@ def test_the_factor_is_the_calibrations_and_undoes_only_the_ranks_waiting() -> N
     assert cpu_sharing.delay_factor(1.0, 1) == 1.0  # a CPU of its own: its waiting was other work's
     assert cpu_sharing.delay_factor(1.0, 2) == pytest.approx(1 / (1 + c))
     assert cpu_sharing.delay_factor(2.5, 2) == pytest.approx(1 / (1 + c))  # beyond the one other rank: other work
-    assert cpu_sharing.delay_factor(0.5, 4) == pytest.approx(1 / (1 + 0.5 * c))
+    assert cpu_sharing.delay_factor(3.0, 4) == pytest.approx(1 / (1 + 2 * c))  # each doubling as much again
+    assert cpu_sharing.delay_factor(7.0, 8) == pytest.approx(1 / (1 + 3 * c))
 
 
 def test_ranks_take_the_cpus_in_turn() -> None:

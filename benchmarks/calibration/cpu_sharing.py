@@ -1,25 +1,26 @@
-"""How much a shared emulating CPU slows a job's host delays per unit of waiting for it: ``maya.cpu_sharing``'s factor.
+"""How much ranks that outnumber the emulating CPUs slow each other's host delays: ``maya.cpu_sharing``'s factor.
 
     python -m benchmarks.calibration.cpu_sharing [--runs 3] [--work DIR] [--write]
 
-Emulates calibration configurations on a CPU of their own and on a shared one, interleaved, ``--runs`` times
-each: the data-parallel sizes with as many ranks as the machine has CPUs and with twice (and the first size
-four times) as many; the single-GPU sizes alone and beside a CPU-bound Python process on every CPU (other
-work, whose slowdown is reported, not undone).  Reads per emulation what the replay steadies the host delays
-to (the quickest steady step of any rank, before any factor) and each rank's waiting for its CPU over its
-time on it in the steady steps (:func:`maya.cpu_sharing.waiting`; the ranks' own: up to the ranks sharing
-its CPU).  Per configuration and condition, the slowdown is the shared emulations' median delays over those
-of the unshared ones, and the factor per unit of waiting ``(slowdown - 1) / (waiting shared - waiting
-unshared)``; ``SLOWDOWN_PER_WAITING`` is the median over the conditions of more ranks than CPUs.  Prints each
-condition's slowdown before and after the factor (and with the factor fitted without it), saves
-benchmarks/results/cpu_sharing.json, and with ``--write`` puts the factor into ``maya/cpu_sharing.py``.
-The held-out suite is not used.
+Emulates calibration configurations on CPUs of their own and on shared ones, ``--runs`` times each,
+interleaved: the data-parallel sizes with as many ranks as the machine has CPUs and with twice (and the
+first size four and eight times) as many; the single-GPU sizes alone and beside a CPU-bound Python process
+on every CPU (other work, whose slowdown is reported, not undone).  Reads per emulation what the replay
+steadies the host delays to (the quickest steady step of any rank, before any factor) and each rank's
+waiting for its CPU over its time on it in the steady steps (:func:`maya.cpu_sharing.waiting`; the ranks'
+own: up to the ranks sharing its CPU).  Per condition, the slowdown is the shared emulations' median delays
+over those of the unshared ones, and the factor ``(slowdown - 1) / log2(1 + waiting added)``, per doubling
+of the runnable work on a CPU; ``SLOWDOWN_PER_WAITING`` is the median over the conditions of more ranks than
+CPUs.  Prints each condition's slowdown before and after the factor (and with the factor fitted without
+it), saves benchmarks/results/cpu_sharing.json, and with ``--write`` puts the factor into
+``maya/cpu_sharing.py``.  The held-out suite is not used.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import subprocess
@@ -78,15 +79,15 @@ def conditions(cpus: int) -> list[tuple[str, str, int, bool]]:
     for k, name in enumerate(SEVERAL):
         out += [(f"{name} x{cpus}", name, cpus, False), (f"{name} x{2 * cpus}", name, 2 * cpus, False)]
         if k == 0:
-            out.append((f"{name} x{4 * cpus}", name, 4 * cpus, False))
+            out += [(f"{name} x{4 * cpus}", name, 4 * cpus, False), (f"{name} x{8 * cpus}", name, 8 * cpus, False)]
     return out
 
 
 def fit(runs: list[dict[str, Any]], cpus: int) -> dict[str, Any]:
     """Per shared condition: its slowdown over its configuration's unshared emulations and the waiting it
-    added (the ranks': up to the ranks sharing a CPU; beside other work: all of it); the factor per unit of
-    the ranks' waiting (the median over the conditions of more ranks than CPUs), and each condition's
-    slowdown with it (other work's is not undone: ``maya.cpu_sharing``)."""
+    added (the ranks': up to the ranks sharing a CPU; beside other work: all of it); the factor per doubling
+    of the runnable work on a CPU, ``log2(1 + waiting)`` (the median over the conditions of more ranks than
+    CPUs), and each condition's slowdown with it (other work's is not undone: ``maya.cpu_sharing``)."""
     def median(cond: str, key: str) -> float:
         return float(np.median([float(np.median(r[key])) for r in runs if r["condition"] == cond]))
 
@@ -98,14 +99,15 @@ def fit(runs: list[dict[str, Any]], cpus: int) -> dict[str, Any]:
         key = "waiting" if busy else "own_waiting"
         added = median(cond, key) - median(base, key)
         slowdown = median(cond, "quickest_ms") / median(base, "quickest_ms")
+        doublings = math.log2(1 + max(added, 0.0))
         per.append({"condition": cond, "unshared": base, "other_work": busy, "slowdown": slowdown, "waiting": added,
-                    "per_waiting": (slowdown - 1) / added if added > 0.05 else None})
-    own = [p for p in per if not p["other_work"] and p["per_waiting"] is not None]
-    factor = float(np.median([p["per_waiting"] for p in own])) if own else 0.0
+                    "per_doubling": (slowdown - 1) / doublings if added > 0.05 else None})
+    own = [p for p in per if not p["other_work"] and p["per_doubling"] is not None]
+    factor = float(np.median([p["per_doubling"] for p in own])) if own else 0.0
     for p in per:
-        others = [q["per_waiting"] for q in own if q is not p]
+        others = [q["per_doubling"] for q in own if q is not p]
         left_out = float(np.median(others)) if others else 0.0
-        undone = 0.0 if p["other_work"] else p["waiting"]
+        undone = 0.0 if p["other_work"] else math.log2(1 + max(p["waiting"], 0.0))
         p["corrected"] = p["slowdown"] / (1 + factor * undone)
         p["corrected_left_out"] = p["slowdown"] / (1 + left_out * undone)
     return {"slowdown_per_waiting": round(factor, 3), "conditions": per}
@@ -144,7 +146,8 @@ def main() -> int:
         undone = "not undone (other work)" if p["other_work"] else \
             f"with the factor {p['corrected']:.3f} (fitted without it {p['corrected_left_out']:.3f})"
         print(f"{p['condition']:32s} slowdown {p['slowdown']:.3f} with {p['waiting']:.2f} more waiting; {undone}")
-    print(f"slowdown per unit of waiting: {result['slowdown_per_waiting']} (emulating machine: {cpus} CPUs)")
+    print(f"slowdown per doubling of the runnable work on a CPU: {result['slowdown_per_waiting']} "
+          f"(emulating machine: {cpus} CPUs)")
     RESULTS.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv), "gpu": GPU,
                                    "cpus": cpus, **result, "runs": runs}, indent=1) + "\n")
     print(f"saved {RESULTS}")
