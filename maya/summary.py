@@ -361,9 +361,10 @@ def render(summary: dict[str, Any]) -> list[str]:
     cpus = summary.get("emulating_cpus")
     if cpus and summary["num_ranks"] > cpus:
         lines.append(
-            f"maya: {summary['num_ranks']} ranks shared {cpus} CPU(s): the time each waited for its CPU is left out "
-            "of its host delays, but ranks that share a core also share its caches (their host delays measured "
-            "1.2x to 1.6x slower at 2 to 4 ranks a CPU); for a host-bound job, emulate on a machine with a CPU per rank"
+            f"maya: {summary['num_ranks']} ranks shared {cpus} CPU(s): a rank sharing its CPU runs its host work "
+            "slower (1.2x at 2 ranks a CPU, 1.8x at 8, measured); maya predict reads how long each waited for its "
+            "CPU and undoes it, to within a few percent up to 8 ranks a CPU (docs/emulating-machine.md); for a "
+            "host-bound job, a CPU per rank is surer"
         )
     return lines
 
