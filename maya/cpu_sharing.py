@@ -3,9 +3,9 @@
 Ranks that outnumber the CPUs share them (rank ``r`` is pinned to the ``r mod n``-th of ``n``), and a rank
 sharing its CPU runs its host work slower while it runs, not only less often: on a 2-CPU emulating machine
 the quickest steady step of ``examples/ddp.py`` held 1.2 times the host delays with four ranks as with two,
-1.5 times with eight, 1.8 times with sixteen; beside another process every gap between a job's calls grows, the two-microsecond ones
-too, whatever the scheduler's time slice (docs/emulating-machine.md).  The trace clock leaves out only the time a rank waited
-for its CPU, and the Python yardstick, which fits in the L1 cache, reads a few percent slower.  What does
+1.5 times with eight, 1.8 times with sixteen; beside another process every gap between a job's calls
+grows, the two-microsecond ones too, whatever the scheduler's time slice (docs/emulating-machine.md).  The
+trace clock leaves out only the time a rank waited for its CPU, and the Python yardstick, which fits in the L1 cache, reads a few percent slower.  What does
 follow it is how much the rank waited: the kernel counts, per thread, the time it ran and the time it was
 runnable but waiting for a CPU (``/proc/<pid>/schedstat``), which the start-up hook samples with the
 yardstick (``maya/_hook/_maya_pace.py``).  Over the steady steps, ``waiting`` = waited / ran: about 0 on a
@@ -13,7 +13,8 @@ CPU of its own, 1 beside one other runnable rank, 3 beside three.
 
 The host delays are divided by ``1 + SLOWDOWN_PER_WAITING * log2(1 + w)``, ``w`` the rank's waiting up to
 the ranks it shares its CPU with (``ranks_on_cpu - 1``): each doubling of the ranks on a CPU slowed them by
-about as much again (a quarter of the delays at two, four and eight a CPU), fitted on the calibration's emulations with more ranks than
+about as much again (a quarter of the delays at two, four and eight a CPU), fitted on the calibration's
+emulations with more ranks than
 CPUs against the same sizes with as many (``benchmarks/calibration/cpu_sharing.py``).  Waiting beyond that
 is other work's, which slows the delays by what the other work does to the core's caches (a CPU-bound
 Python loop 4-12%, one streaming through memory 39-50%): it is not undone, and ``maya emulate`` says when
@@ -54,7 +55,13 @@ def ranks_on_cpu(rank: int, ranks: int, cpus: int) -> int:
     return len(range(rank % cpus, ranks, cpus)) if cpus > 0 and 0 <= rank < ranks else 1
 
 
+def own_waiting(waited: float, sharing: int) -> float:
+    """The part of a rank's waiting (:func:`waiting`) that its CPU's other ranks made, ``sharing`` ranks sharing
+    it: at most one unit of waiting per other rank; the rest is other work's."""
+    return min(waited, max(0, sharing - 1))
+
+
 def delay_factor(waited: float, sharing: int) -> float:
     """The factor on a rank's emulated host delays that undoes what its CPU's other ranks did to them: it
     waited ``waited`` (:func:`waiting`) times as long as it ran, on a CPU ``sharing`` ranks share."""
-    return 1.0 / (1.0 + SLOWDOWN_PER_WAITING * math.log2(1.0 + min(waited, max(0, sharing - 1))))
+    return 1.0 / (1.0 + SLOWDOWN_PER_WAITING * math.log2(1.0 + own_waiting(waited, sharing)))

@@ -238,6 +238,7 @@ class Job:
     # per rank, its time waiting for a CPU over its time on one in its steady steps (maya.cpu_sharing)
     cpu_waiting: list[float] = field(default_factory=list)
     ranks_on_cpu: list[int] = field(default_factory=list)  # per rank, the ranks that shared its CPU (with it)
+    cpu_delay_factors: list[float] = field(default_factory=list)  # per rank, cpu_sharing.delay_factor of the two
 
     @property
     def approximated(self) -> dict[str, int]:
@@ -331,15 +332,16 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
     # what ranks that outnumbered the emulating CPUs did to each other's.
     cpus = int(summary.get("emulating_cpus") or 0)
     sharing = [cpu_sharing.ranks_on_cpu(r, len(traces), cpus) for r in range(len(traces))]
-    scale = [np.ones(len(t.records)) for t in traces] if oracle else \
-        quiet_gap_scales(traces, [cpu_sharing.delay_factor(w, k) for w, k in zip(waiting, sharing, strict=True)])
+    factors = [cpu_sharing.delay_factor(w, k) for w, k in zip(waiting, sharing, strict=True)]
+    scale = [np.ones(len(t.records)) for t in traces] if oracle else quiet_gap_scales(traces, factors)
     # Measured durations already hold what sharing the GPU with NCCL cost them.
     traced: dict[str, int] = {}
     for t in traces:
         add_counts(traced, approximated_calls(t))
     return Job(g, folder, traces, durations, labels, weights, estimated, per_node, scale, summary,
                {} if oracle else sharing_factors(g), traced_approximations=traced, rnn_calls=rnn_calls,
-               pace_samples=samples, found=steady, cpu_waiting=waiting, ranks_on_cpu=sharing)
+               pace_samples=samples, found=steady, cpu_waiting=waiting, ranks_on_cpu=sharing,
+               cpu_delay_factors=[1.0] * len(traces) if oracle else factors)
 
 
 def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,
@@ -390,8 +392,7 @@ def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, 
                       device_values=_rank0(job.summary).get("device_values") or {},
                       first_buckets_bytes=_first_buckets(job.summary, traces), steady_pace_ns=tuple(
                           steady_pace(t, s, f) if s and f else 0 for t, s, f in zip(traces, job.pace_samples, job.found, strict=True)),
-                      cpu_waiting=tuple(job.cpu_waiting), cpu_delay_factors=tuple(
-                          cpu_sharing.delay_factor(w, k) for w, k in zip(job.cpu_waiting, job.ranks_on_cpu, strict=True)),
+                      cpu_waiting=tuple(job.cpu_waiting), cpu_delay_factors=tuple(job.cpu_delay_factors),
                       host_probe_ns=job.host_probe_ns, steps_work_s=st.work)
 
 

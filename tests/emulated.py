@@ -33,6 +33,21 @@ requires_library = pytest.mark.skipif(
 )
 
 
+def host_steps(steps: int, host_s: float) -> str:
+    """A training loop's script: per step ``host_s`` of the thread's CPU time on the host, one kernel and a
+    device synchronisation."""
+    return f"""
+import time, torch
+x = torch.ones(4, device="cuda")
+for _ in range({steps}):
+    t = time.thread_time()
+    while time.thread_time() - t < {host_s}:  # the step's host work
+        pass
+    x.add_(1)
+    torch.cuda.synchronize()
+"""
+
+
 @dataclass
 class EmulatedRun:
     """Outcome of one ``maya emulate`` run."""

@@ -4,14 +4,13 @@ trace clock leaves out: the prediction reads how much each waited and undoes wha
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from emulated import requires_library, run_emulated
+from emulated import host_steps, requires_library, run_emulated
 from loops import loop_trace
 
+from benchmarks.calibration.cpu_sharing import busy_cpus
 from maya import cpu_sharing
 from maya.predict import predict_folder
 from maya.predictor.replay.host import quiet_gap_scales, steady_step_delays
@@ -38,7 +37,7 @@ def test_waiting_is_read_over_rising_pairs_inside_the_steady_steps() -> None:
 
 def test_a_rank_that_waited_for_its_cpu_is_steadied_with_its_delays_undone(tmp_path: Path) -> None:
     """Two ranks doing the same work, the second twice as slow and on a CPU it waited for: with its factor of
-    a half, it sets the quickest step both are priced at."""
+    0.4, it sets the quickest step both are priced at (0.8 of the first's)."""
     fast, slow = (read_trace(loop_trace(tmp_path / f"{n}.mayatrace", steps=6, pace=p))
                   for n, p in (("fast", 1.0), ("slow", 2.0)))
     quickest = min(steady_step_delays(fast)[2])
@@ -67,20 +66,7 @@ def test_ranks_take_the_cpus_in_turn() -> None:
     assert cpu_sharing.ranks_on_cpu(0, 2, 0) == 1  # CPUs not known
 
 
-STEPS = """
-import time, torch
-x = torch.ones(4, device="cuda")
-for _ in range(30):
-    t = time.thread_time()
-    while time.thread_time() - t < 0.008:  # the step's host work
-        pass
-    x.add_(1)
-    torch.cuda.synchronize()
-"""
-
-
-# A CPU-bound process on one CPU, which dies with the process that started it.
-SPIN = "import ctypes, os, signal\nctypes.CDLL(None).prctl(1, signal.SIGKILL)\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"
+STEPS = host_steps(30, 0.008)
 
 
 @pytest.mark.emulation
@@ -91,13 +77,8 @@ def test_an_emulation_beside_busy_processes_reads_its_waiting(tmp_path: Path) ->
     (tmp_path / "alone").mkdir()
     (tmp_path / "shared").mkdir()
     alone = run_emulated(STEPS, tmp_path / "alone")
-    spin = [subprocess.Popen([sys.executable, "-c", SPIN.format(cpu=c)]) for c in sorted(os.sched_getaffinity(0))]
-    try:
+    with busy_cpus():
         shared = run_emulated(STEPS, tmp_path / "shared")
-    finally:
-        for p in spin:
-            p.kill()
-            p.wait()
     assert alone.returncode == 0 and shared.returncode == 0, alone.output + shared.output
     (w_alone,) = predict_folder(alone.out_dir, "H100-SXM-80GB").cpu_waiting
     p = predict_folder(shared.out_dir, "H100-SXM-80GB")

@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from emulated import requires_library, run_emulated
+from emulated import host_steps, requires_library, run_emulated
 from loops import loop_trace
 
 from maya import predict
@@ -100,17 +100,7 @@ def test_the_start_up_hook_samples_the_yardstick_in_the_steady_steps(tmp_path):
     """Under the emulating interposer the hook's thread samples the yardstick every 40 ms, stamped with the trace
     clock and left out of it (counted in ``hook_seconds``), and the prediction finds the samples of the steady
     steps."""
-    script = """
-import time, torch
-x = torch.ones(4, device="cuda")
-for _ in range(25):
-    t = time.thread_time()
-    while time.thread_time() - t < 0.012:  # the step's host work
-        pass
-    x.add_(1)
-    torch.cuda.synchronize()
-"""
-    r = run_emulated(script, tmp_path)
+    r = run_emulated(host_steps(25, 0.012), tmp_path)
     assert r.returncode == 0, r.output
     samples = json.loads((r.out_dir / "rank0.torch.json").read_text())["cpu_pace"]["samples"]
     assert r.rank0["cpu_pace_samples"] == len(samples) >= 5

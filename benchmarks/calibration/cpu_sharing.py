@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.step_truth import emulate, named
+from maya import cpu_sharing
 from maya.predict import prepare
 from maya.predictor.replay.host import steady_step_delays
 
@@ -66,7 +67,7 @@ def read(folder: Path) -> dict[str, Any]:
     quickest = [min(totals) / 1e6 for _, _, totals in map(steady_step_delays, job.traces) if totals]
     if not quickest:
         raise RuntimeError(f"{folder}: no steady steps")
-    own = [min(w, k - 1) for w, k in zip(job.cpu_waiting, job.ranks_on_cpu, strict=True)]
+    own = [cpu_sharing.own_waiting(w, k) for w, k in zip(job.cpu_waiting, job.ranks_on_cpu, strict=True)]
     return {"quickest_ms": min(quickest), "ranks_quickest_ms": quickest, "waiting": list(job.cpu_waiting),
             "own_waiting": own}
 

@@ -25,8 +25,8 @@ is; a chunk takes about 0.25 ms, about 0.6% of the CPU at ``INTERVAL_S``.
 
 Each sample also reads the main thread's scheduler counters (its time on a
 CPU and its time runnable but waiting for one, ``/proc/<pid>/schedstat``):
-a CPU shared with another process, or with more ranks than there are CPUs,
-runs the job's host work 15-25% slower for every waiting it makes it do,
+a CPU shared with more ranks than there are CPUs, or with another process,
+runs the job's host work slower while it runs (a fifth at two ranks a CPU),
 which neither the trace clock (it leaves out only the waiting itself) nor
 this yardstick (it fits in the L1 cache) sees (``maya.cpu_sharing``).
 """

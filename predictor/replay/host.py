@@ -277,8 +277,8 @@ def quiet_gap_scales(traces: Sequence[Trace], factors: Sequence[float] | None = 
     """Per rank, a factor on the host delay before each record (by record index): each steady
     step's delays are scaled to add up to those of the quickest steady step of any rank whose
     steps repeat the same operations, per record of the step (1 outside the steady steps).
-    ``factors``: per rank, a factor on its delays before the quickest is chosen (a CPU it shared
-    with other runnable work slowed them: ``maya.cpu_sharing``; default 1).
+    ``factors``: per rank, a factor on its delays before the quickest is chosen (the other ranks on
+    its emulating CPU slowed them: ``maya.cpu_sharing``; default 1).
 
     Why: a burst of interference on the emulating machine (another process, the hypervisor) can
     slow several consecutive steps of an emulation twofold, while the steps themselves repeat the
