@@ -51,6 +51,9 @@ def reserved_peaks(trace: Trace) -> dict[int, int]:
     return peaks
 
 
+MIN_BUCKET_BYTES = 4096  # smaller all-reduces hold scalars or metrics: no DDP bucket, no peak moved
+
+
 def first_buckets_bytes(trace: Trace) -> int:
     """Bytes of the all-reduce buffers a rank reduced once, before its buffers began to repeat: DDP's first
     gradient buckets, which it drops when it rebuilds its buckets in the second step (0 where no buffer repeats).
@@ -59,10 +62,12 @@ def first_buckets_bytes(trace: Trace) -> int:
     time, so on a GPU the dropped buckets are still held at the second step's peak in some runs and not
     in others (the held-out DDP ConvNeXt, 2 x H100 and 2 x H200: 4,690,166,784 bytes, or up to its
     114,356,512 bytes of first bucket more).  Emulation lets the watchdog catch up at the first step's
-    end, so its peak is the lower one; this is how much higher a real run's can be."""
+    end, so its peak is the lower one; this is how much higher a real run's can be.  All-reduces under
+    ``MIN_BUCKET_BYTES`` are a loss, a metric or a norm, not gradient buckets (FSDP2's gradient clipping
+    all-reduces its per-parameter norms, 588 bytes, every step)."""
     recs = trace.records
     idx = trace.of_kind(Kind.COLL)
-    idx = idx[COLL_OP.of(recs["a"][idx]) == _ALL_REDUCE]
+    idx = idx[(COLL_OP.of(recs["a"][idx]) == _ALL_REDUCE) & (COLL_BYTES.of(recs["a"][idx]) >= MIN_BUCKET_BYTES)]
     # a buffer is its address and size: a dropped bucket's block is soon split for the new ones
     buffers = [(int(trace.ext(int(i))[1]), int(COLL_BYTES.of(recs["a"][i]))) for i in idx]
     uses = Counter(buffers)

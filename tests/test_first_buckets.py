@@ -33,15 +33,19 @@ def _trace(path: Path, collectives: list[tuple[int, int, int]]) -> Path:
 
 
 def test_the_first_steps_buckets_that_never_come_back(tmp_path: Path) -> None:
-    ddp = [(BROADCAST, 0xA000, 400), (ALL_REDUCE, 0xA000, 400),  # the start-up broadcast reuses the block
+    kib = 1024
+    ddp = [(BROADCAST, 0xA0000, 400 * kib), (ALL_REDUCE, 0xA0000, 400 * kib),  # the broadcast's block, reused
            # the rebuilt buckets, every step, one of them in the dropped bucket's block
-           *[(ALL_REDUCE, b, 200) for _ in range(3) for b in (0xA000, 0xC000)],
-           (ALL_REDUCE, 0xD000, 8)]  # a one-off reduction at the end
-    assert first_buckets_bytes(read_trace(_trace(tmp_path / "ddp.mayatrace", ddp))) == 400
-    fresh = [(ALL_REDUCE, 0x1000 * k, 64) for k in range(1, 6)]  # new buffers every time: nothing to tell
+           *[(ALL_REDUCE, b, 200 * kib) for _ in range(3) for b in (0xA0000, 0xC0000)],
+           (ALL_REDUCE, 0xD0000, 8 * kib)]  # a one-off reduction at the end
+    assert first_buckets_bytes(read_trace(_trace(tmp_path / "ddp.mayatrace", ddp))) == 400 * kib
+    fresh = [(ALL_REDUCE, 0x10000 * k, 64 * kib) for k in range(1, 6)]  # new buffers every time: nothing to tell
     assert first_buckets_bytes(read_trace(_trace(tmp_path / "fresh.mayatrace", fresh))) == 0
-    steady = [(ALL_REDUCE, b, 64) for _ in range(3) for b in (0xB000, 0xC000)]
+    steady = [(ALL_REDUCE, b, 64 * kib) for _ in range(3) for b in (0xB0000, 0xC0000)]
     assert first_buckets_bytes(read_trace(_trace(tmp_path / "steady.mayatrace", steady))) == 0
+    # FSDP2's clipping: its per-parameter norms all-reduced every step, in a block the allocator soon reuses
+    norms = [(ALL_REDUCE, 0xE0000 + 0x1000 * min(k, 1), 588) for k in range(4)]
+    assert first_buckets_bytes(read_trace(_trace(tmp_path / "norms.mayatrace", norms))) == 0
 
 
 def test_the_summary_keeps_and_says_them(tmp_path: Path) -> None:
@@ -74,7 +78,7 @@ def test_a_plans_verdicts_count_them(tmp_path: Path) -> None:
 
     out = tmp_path / "run"
     out.mkdir()
-    _trace(out / "rank0.mayatrace", [(ALL_REDUCE, 0xA000, 4096)] + [(ALL_REDUCE, 0xB000, 1024)] * 2)
+    _trace(out / "rank0.mayatrace", [(ALL_REDUCE, 0xA000, 16384)] + [(ALL_REDUCE, 0xB000, 4096)] * 2)
     (out / "summary.json").write_text(
         json.dumps(summarize(out, gpu={"name": H100}, exit_code=0, command=["x"])))
-    assert run_result(out, 0, "")["firstBucketsBytes"] == 4096
+    assert run_result(out, 0, "")["firstBucketsBytes"] == 16384

@@ -118,6 +118,15 @@ WORKLOADS: tuple[Workload, ...] = (
        ["--batch", "8", "--accum", "2", "--seq", "1024", "--layers", "16", "--warmup", "5"], on=(H200,)),
     _w("graphsage", "graph network, full-graph message passing", ["--nodes", "262144", "--edges", "2097152",
                                                                    "--warmup", "5"], on=(H200,)),
+    # Added 2026-11-29 (stop 53), after ranks that outnumber the emulating CPUs had their sharing undone
+    # (maya.cpu_sharing), and measured then on H200s (the kinds lent): a model sharded with FSDP2 (its
+    # parameters gathered and its gradients reduce-scattered block by block), LoRA adapters on a frozen bf16
+    # base, and a GAN's two networks trained in turn.
+    _w("fsdp2_llama", "decoder LM, FSDP2 (fully_shard per block)",
+       ["--batch", "2", "--seq", "2048", "--dim", "2048", "--layers", "16", "--warmup", "5"], gpus=2),
+    _w("lora_finetune", "decoder LM, LoRA adapters on a frozen bf16 base",
+       ["--batch", "8", "--seq", "1024", "--width", "2048", "--layers", "24", "--warmup", "5"], on=(H200,)),
+    _w("dcgan", "GAN, generator and discriminator in turn", ["--batch", "128", "--warmup", "5"], on=(H200,)),
 )
 
 BY_NAME = {w.name: w for w in WORKLOADS}
