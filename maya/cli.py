@@ -263,6 +263,9 @@ def _cmd_predict(args: argparse.Namespace, command: list[str]) -> int:
         print(f"  {k.removesuffix('_s').replace('_', ' '):24} {v * ms:9.2f} ms")
     gib = 2**30
     for r, (peak, high) in enumerate(zip(p.peak_memory_bytes, p.peak_memory_high_bytes, strict=True)):
+        if peak == 0:  # 'maya record' keeps no allocations: its traces say nothing of memory
+            print(f"  rank {r} peak memory: not in its trace (a recorded run's holds no allocations)")
+            continue
         verdict = "fits" if high <= p.capacity_bytes else f"does NOT fit: short by {(high - p.capacity_bytes) / gib:.2f} GiB"
         some = (f" ({high / gib:.2f} GiB in runs whose NCCL watchdog still holds DDP's first gradient buckets in "
                 "the second step)" if high > peak else "")

@@ -17,6 +17,8 @@ recorded on an H100 with both (`emulation-image/src/record/record.c`,
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -77,3 +79,10 @@ def test_a_recorded_job_replays_at_its_recorded_pace(tmp_path: Path, workload: s
     recorded = result_lines((folder / "stdout.txt").read_text())[0]["step_times_s"]
     predicted = predict_folder(folder, "H100-SXM-80GB", oracle=True).step_time_s
     assert abs(predicted / statistics.median(recorded) - 1) < within
+
+
+def test_a_recorded_runs_prediction_says_its_trace_holds_no_memory() -> None:
+    """Record mode keeps no allocations: 'maya predict --oracle' says so instead of a peak of 0 GiB that fits."""
+    out = subprocess.run([sys.executable, "-m", "maya.cli", "predict", "--gpu", "H100-SXM-80GB", "--from", str(SYNCS),
+                          "--oracle"], capture_output=True, text=True, timeout=300, check=True).stdout
+    assert "rank 0 peak memory: not in its trace" in out and "0.00 GiB" not in out

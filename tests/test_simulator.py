@@ -204,9 +204,23 @@ def test_synchronising_calls_hold_the_host(tmp_path: Path) -> None:
     assert r.issue[after_copy] == pytest.approx(r.end[copy] + 1 * US)
 
 
-def coll(b: Build, gap_us: float, seq: int, stream: int = 0) -> int:
-    return b.add(Kind.COLL, gap_us=gap_us, stream=stream, a32=seq, a=(99, 1024, 1 | 7 << 8, 2**64 - 1, 4096),
+def coll(b: Build, gap_us: float, seq: int, stream: int = 0, comm: int = 99) -> int:
+    return b.add(Kind.COLL, gap_us=gap_us, stream=stream, a32=seq, a=(comm, 1024, 1 | 7 << 8, 2**64 - 1, 4096),
                  flags=Flag.ASYNC, ext=(0, 0, 0))
+
+
+def test_recorded_ranks_meet_at_their_collectives_though_each_names_its_communicator_apart(tmp_path: Path) -> None:
+    """A recorded job's ranks name a communicator by its address in their own process (no COMM_INIT records):
+    the replay pairs their communicators by the order in which each rank first used them."""
+    ranks = [Build(0), Build(1)]
+    firsts, seconds = [], []
+    for b, (group, other), late in zip(ranks, ((0x7F00, 0x7F80), (0x5500, 0x5580)), (1, 300), strict=True):
+        firsts.append(coll(b, late, 1, comm=group))
+        seconds.append(coll(b, 1, 1, comm=other))  # a second communicator's first collective
+        b.add(Kind.DEVICE_SYNC)
+    r0, r1 = run(tmp_path, *ranks, coll_us=50)
+    assert r0.start[firsts[0]] == pytest.approx(r1.start[firsts[1]]) == pytest.approx(r1.issue[firsts[1]])
+    assert r0.start[seconds[0]] == pytest.approx(r1.start[seconds[1]])
 
 
 def test_collective_starts_when_its_last_member_arrives(tmp_path: Path) -> None:

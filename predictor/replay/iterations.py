@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -153,15 +153,11 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
             key = (n - end <= max(p, epilogue), length + p, -p, start)
             if best is None or key > best:
                 best = key
-    waits = sorted(i for positions in anchors.values() for i in positions)
-
-    @cache
-    def between_waits() -> Steps | None:
-        """The steps cut at the loop's waits, where it waits often enough to have some (computed once, when asked)."""
-        return _steps_between_waits(keys, boundary) if boundary is not None and len(waits) > MIN_STEPS else None
+    waits = _Waits(keys, boundary, sorted(i for positions in anchors.values() for i in positions)) \
+        if boundary is not None else None
 
     if best is None:
-        if (differing := between_waits()) is not None:
+        if waits is not None and (differing := waits.steps) is not None:
             return differing
         raise NoIterations(f"no repeating sequence of operations among {n}: "
                            f"the trace needs at least {MIN_STEPS} identical training steps")
@@ -174,27 +170,41 @@ def find_steps(keys: Sequence[Hashable], boundary: Callable[[Hashable], bool] | 
         if end - cut >= MIN_STEPS * p:
             start = cut
     starts = tuple(range(start, end - p + 1, p))
-    if boundary is not None and (differing := _steps_if_cut_at_waits(keys, first, starts, end, p, waits, boundary,
-                                                                     between_waits)):
+    identical = Steps(period=p, starts=starts, end=starts[-1] + p, warmup=start, tail=len(x) - (starts[-1] + p))
+    if waits is not None and (differing := _steps_if_cut_at_waits(identical, first, end, waits)):
         return differing
-    return Steps(period=p, starts=starts, end=starts[-1] + p, warmup=start, tail=len(x) - (starts[-1] + p))
+    return identical
 
 
-def _steps_if_cut_at_waits(keys: Sequence[Hashable], start: int, starts: Sequence[int], end: int, p: int,
-                           waits: Sequence[int], boundary: Callable[[Hashable], bool],
-                           between_waits: Callable[[], Steps | None]) -> Steps | None:
-    """The stretches between the loop's waits (``between_waits()``) where they, and not the identical
-    steps ``starts`` of period ``p`` cut from the repeat ``[start, end)``, are the loop's steps; else None.
+@dataclass(frozen=True)
+class _Waits:
+    """The loop's waits for the device in an operation sequence (``keys``): their ``positions``, and the steps
+    they cut where the loop's steps differ in their operations."""
+
+    keys: Sequence[Hashable]
+    boundary: Callable[[Hashable], bool]
+    positions: list[int]
+
+    @cached_property
+    def steps(self) -> Steps | None:
+        """The steps cut at the waits, where the loop waits often enough to have some (computed once, when asked)."""
+        return _steps_between_waits(self.keys, self.boundary) if len(self.positions) > MIN_STEPS else None
+
+
+def _steps_if_cut_at_waits(identical: Steps, start: int, end: int, waits: _Waits) -> Steps | None:
+    """The stretches between the loop's waits (``waits.steps``) where they, and not the ``identical`` steps
+    cut from the repeat ``[start, end)`` of their period, are the loop's steps; else None.
 
     So where the repeat lies between two of the loop's waits and holds fewer than half the kinds of
     operation the loop issues between them (a run inside one step: a copy per length of a packed
     batch; a loop that waits only every so many steps keeps its identical steps), and where it is
     a pair of alike steps that the waits, repeating for longer, do not cut so (a chance).  Raises
     :class:`StepsDiffer` where the repeat is a run inside a step and the waits do not repeat either."""
-    if len(waits) > MIN_STEPS and not any(start <= i < end for i in waits):
-        differing = between_waits()
+    keys, p, starts = waits.keys, identical.period, identical.starts
+    if len(waits.positions) > MIN_STEPS and not any(start <= i < end for i in waits.positions):
+        differing = waits.steps
         if differing is None:
-            spacing = int(np.median(np.diff(waits)))
+            spacing = int(np.median(np.diff(waits.positions)))
             if p < spacing:
                 raise StepsDiffer(
                     f"the operations repeat only {p} at a time ({end - start} in all), where the loop waits for "
@@ -206,14 +216,14 @@ def _steps_if_cut_at_waits(keys: Sequence[Hashable], start: int, starts: Sequenc
             return differing
     if end - start >= (MIN_STEPS + 1) * p:
         return None
-    differing = between_waits()
+    differing = waits.steps
     if differing is None or differing.end - differing.starts[0] <= end - start:
         return None
     # Two alike steps only, where the waits repeat for longer: the loop's steps if the waits cut them
     # so (the waits then repeat over a first step too), else a chance.
     inside = [b - a for a, b in zip(differing.starts, [*differing.starts[1:], differing.end], strict=True)
               if starts[0] <= a and b <= end]
-    chance = not inside or any(length != p for length in inside) or not all(i > 0 and boundary(keys[i - 1])
+    chance = not inside or any(length != p for length in inside) or not all(i > 0 and waits.boundary(keys[i - 1])
                                                                             for i in starts)
     return differing if chance else None
 

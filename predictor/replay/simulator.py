@@ -121,6 +121,24 @@ class RankResult:
     host_end: float = 0.0
 
 
+def _recorded_communicators(trace: Trace) -> dict[int, int]:
+    """A recorded rank's communicators, by the order in which it first used them (negative, so that they meet
+    no emulated one); {} for an emulated trace, whose ``COMM_INIT`` records name each communicator alike on
+    every rank (a hash of its unique id).
+
+    Why: record mode names a communicator by its ``ncclComm_t``, an address in its own process, so the ranks of
+    a recorded job name the same communicator differently; every rank of a program that runs the same
+    collectives on its groups first uses them in the same order (the default group's collectives, FSDP's
+    gathers and reductions, DDP's buckets)."""
+    if len(trace.of_kind(Kind.COMM_INIT)):
+        return {}
+    idx = trace.of_kind(Kind.COLL)
+    order: dict[int, int] = {}
+    for comm in R.COLL_COMM.of(trace.records["a"][idx]).tolist():
+        order.setdefault(int(comm), -1 - len(order))
+    return order
+
+
 def replay_order(trace: Trace) -> npt.NDArray[np.int64]:
     """Records to replay: all but bookkeeping, captured ones and an observer's, in host time order
     (stable).
@@ -296,8 +314,10 @@ class _Job:
         found: dict[tuple[int, ...], list[int]] = {}
         members: dict[tuple[int, ...], int] = {}
         a = cat["a"]
+        named = [_recorded_communicators(t) for t in self.traces]
         for j in np.flatnonzero(self.code == COLL).tolist():
             comm, seq, op = int(R.COLL_COMM.of(a[j])), int(cat["a32"][j]), int(R.COLL_OP.of(a[j]))
+            comm = named[self.op_rank[j]].get(comm, comm)
             if op in (R.NCCL_SEND, R.NCCL_RECV):
                 me, peer = int(self.traces[self.op_rank[j]].header["rank"]), R.signed(int(R.COLL_PEER.of(a[j])))
                 key: tuple[int, ...] = (comm, *((me, peer) if op == R.NCCL_SEND else (peer, me)), seq)
