@@ -329,7 +329,8 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
     waiting = [cpu_sharing.waiting(s, *_steady_span(t, f)) if f else 0.0
                for s, t, f in zip(samples, traces, steady, strict=True)]
     # Recorded host delays were measured on the server as they are; emulated ones are steadied, and undo
-    # what ranks that outnumbered the emulating CPUs did to each other's.
+    # what ranks that outnumbered the emulating CPUs did to each other's (a record has neither samples nor
+    # emulating CPUs: its factors are 1).
     cpus = int(summary.get("emulating_cpus") or 0)
     sharing = [cpu_sharing.ranks_on_cpu(r, len(traces), cpus) for r in range(len(traces))]
     factors = [cpu_sharing.delay_factor(w, k) for w, k in zip(waiting, sharing, strict=True)]
@@ -341,7 +342,7 @@ def prepare(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle:
     return Job(g, folder, traces, durations, labels, weights, estimated, per_node, scale, summary,
                {} if oracle else sharing_factors(g), traced_approximations=traced, rnn_calls=rnn_calls,
                pace_samples=samples, found=steady, cpu_waiting=waiting, ranks_on_cpu=sharing,
-               cpu_delay_factors=[1.0] * len(traces) if oracle else factors)
+               cpu_delay_factors=factors)
 
 
 def predict_folder(folder: Path, gpu: str, *, gpus_per_node: int | None = None, oracle: bool = False,
